@@ -1,0 +1,147 @@
+# gemmkit build. `make` builds the libraries; `make test` and `make bench` first install
+# what is missing (scripts/install-deps.sh), then build and run.
+#
+#   make [ARCH=x86_64|arm64] [CROSS=aarch64-linux-gnu-] [SANITIZE=address,undefined]
+#   make test | bench | install PREFIX=/usr/local | clean
+
+HOST_ARCH := $(shell uname -m | sed -e 's/aarch64/arm64/')
+ARCH ?= $(HOST_ARCH)
+ifneq ($(filter-out x86_64 arm64,$(ARCH)),)
+$(error ARCH must be x86_64 or arm64, not $(ARCH))
+endif
+
+# Cross builds get their own folder, sanitizer builds too: objects never mix.
+ifeq ($(ARCH),$(HOST_ARCH))
+CROSS ?=
+BUILD ?= build$(if $(SANITIZE),-san)
+else
+CROSS ?= aarch64-linux-gnu-
+BUILD ?= build-$(ARCH)$(if $(SANITIZE),-san)
+endif
+
+CXX := $(CROSS)g++
+CC := $(CROSS)gcc
+AR := $(CROSS)ar
+PREFIX ?= /usr/local
+VERSION := 0.1.0
+SONAME := libgemmkit.so.0
+
+# The arm64 cpuinfo comes from Debian's arm64 packages unpacked here (scripts/arm64-sysroot.sh).
+ARM64_SYSROOT ?= $(CURDIR)/.deps/arm64-sysroot
+ifneq ($(ARCH),$(HOST_ARCH))
+DEP_CPPFLAGS := -I$(ARM64_SYSROOT)/usr/include
+DEP_LDFLAGS := -L$(ARM64_SYSROOT)/usr/lib/aarch64-linux-gnu -Wl,-rpath-link,$(ARM64_SYSROOT)/usr/lib/aarch64-linux-gnu
+endif
+
+SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all)
+CPPFLAGS := -Iinclude -Isrc $(DEP_CPPFLAGS)
+CXXFLAGS ?= -O2 -g
+CXXFLAGS += -std=c++17 -fPIC -fopenmp -fvisibility=hidden -Wall -Wextra $(SANFLAGS)
+ASFLAGS := -fPIC $(SANFLAGS)
+LDLIBS := -lcpuinfo -fopenmp -lpthread
+LDFLAGS += $(DEP_LDFLAGS) $(SANFLAGS)
+
+LIB_SRC := $(wildcard src/common/*.cpp src/gemm/*.cpp src/conv/*.cpp src/arch/generic/*.cpp) \
+           $(wildcard src/arch/$(ARCH)/*.cpp)
+LIB_ASM := $(wildcard src/arch/$(ARCH)/*.S)
+LIB_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(LIB_SRC)) $(patsubst %.S,$(BUILD)/obj/%.o,$(LIB_ASM))
+SHARED := $(BUILD)/lib/libgemmkit.so
+STATIC := $(BUILD)/lib/libgemmkit.a
+
+TEST_SRC := $(wildcard test/*.cpp)
+TEST_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRC))
+TEST_BIN := $(BUILD)/test/gemmkit_tests
+# Programs the tests run against the shared library (interposition, cblas.h drop-in).
+TEST_HELPERS := $(BUILD)/test/shared_xerbla_override $(BUILD)/test/shared_cblas_dropin
+GTEST_DIR ?= /usr/src/googletest/googletest
+GTEST_OBJ := $(BUILD)/obj/gtest/gtest-all.o
+
+.PHONY: all test check-test bench install clean deps-test deps-bench
+all: $(SHARED) $(STATIC)
+
+$(BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.S
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ASFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/lib/libgemmkit.so.$(VERSION): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CXX) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(SHARED): $(BUILD)/lib/libgemmkit.so.$(VERSION)
+	ln -sf libgemmkit.so.$(VERSION) $(BUILD)/lib/$(SONAME)
+	ln -sf $(SONAME) $@
+
+$(STATIC): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+# ---------------------------------------------------------------- tests
+
+$(GTEST_OBJ): $(GTEST_DIR)/src/gtest-all.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O1 -I$(GTEST_DIR)/include -I$(GTEST_DIR) $(SANFLAGS) -c $< -o $@
+
+$(BUILD)/obj/test/%.o: CPPFLAGS += -I$(GTEST_DIR)/include
+$(TEST_BIN): $(TEST_OBJ) $(GTEST_OBJ) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CXX) $(LDFLAGS) -o $@ $(TEST_OBJ) $(GTEST_OBJ) $(STATIC) $(LDLIBS)
+
+$(BUILD)/test/shared_%: test/programs/%.c $(SHARED)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O1 -Iinclude $(DEP_CPPFLAGS) $(SANFLAGS) $(DEP_LDFLAGS) -o $@ $< \
+	  -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lgemmkit
+
+# Emulated arm64 runs: qemu with both CPU models (plain NEON, and everything qemu has).
+QEMU := qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=$(ARM64_SYSROOT)/usr/lib/aarch64-linux-gnu
+ifeq ($(ARCH),$(HOST_ARCH))
+TEST_RUNS := "$(TEST_BIN)"
+else
+TEST_RUNS := "$(QEMU) -cpu cortex-a72 $(TEST_BIN)" "$(QEMU) -cpu max $(TEST_BIN)"
+endif
+
+test: deps-test
+	@$(MAKE) --no-print-directory check-test
+
+check-test: $(TEST_BIN) $(TEST_HELPERS)
+	@GEMMKIT_TEST_HELPERS=$(BUILD)/test GEMMKIT_TEST_RUNNER="$(if $(filter-out $(HOST_ARCH),$(ARCH)),$(QEMU))" \
+	  scripts/run-tests.sh $(TEST_RUNS)
+
+deps-test:
+	@scripts/install-deps.sh test $(ARCH)
+
+# ---------------------------------------------------------------- benchmarks
+
+BENCH_BIN := $(BUILD)/perf/bench_gemm
+$(BUILD)/obj/perf/%.o: CXXFLAGS += -O3
+$(BENCH_BIN): $(BUILD)/obj/perf/bench_gemm.o $(BUILD)/obj/perf/peak.o $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CXX) $(LDFLAGS) -o $@ $^ -lbenchmark $(LDLIBS) -ldl
+
+bench: deps-bench
+	@$(MAKE) --no-print-directory $(BENCH_BIN)
+	@scripts/bench.sh $(BENCH_BIN) $(BUILD)/bench
+
+deps-bench:
+	@scripts/install-deps.sh bench $(ARCH)
+
+# ---------------------------------------------------------------- install
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/lib/libgemmkit.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libgemmkit.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libgemmkit.so
+	install -m 644 include/gemmkit.h include/gemmkit_cblas.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' scripts/gemmkit.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gemmkit.pc
+
+clean:
+	rm -rf build build-* 
+
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -1,0 +1,59 @@
+// The micro-kernel contract shared by every ISA (BLIS-style, row-stored C).
+//
+//   C[0:MR, 0:NR] = alpha * sum_p A[:, p] * B[p, :] + beta * C      (beta == 0: C not read)
+//
+// A is a packed micro-panel: k steps of MR floats, 64-byte aligned (always packed by us).
+// B is k rows of NR floats with a row stride rs_b: a packed panel (rs_b == NR) or, on the
+// no-pack path, the user's matrix itself (unit column stride, any alignment).
+// C is row-stored with row stride rs_c and unit column stride, any alignment.
+// The assembly kernels compute full MR x NR tiles; gk::run_ukernel() gives every kernel
+// partial tiles (m < MR, n < NR) through a local tile, so the contract holds for all.
+#pragma once
+#include <cstdint>
+
+extern "C" {
+// Field offsets are part of the assembly ABI: keep in step with the .S files.
+struct gk_ukernel_args {
+  const float* a;  // 0
+  const float* b;  // 8
+  float* c;        // 16
+  int64_t k;       // 24
+  int64_t rs_b;    // 32 (floats)
+  int64_t rs_c;    // 40 (floats)
+  float alpha;     // 48
+  float beta;      // 52
+};
+typedef void (*gk_ukernel_fn)(const gk_ukernel_args* args);
+}
+
+namespace gk {
+
+// One entry of an ISA's kernel table: the kernel, its shape, and its blocking preferences
+// used when the cache sizes are unknown.
+struct KernelInfo {
+  const char* name;     // what GEMMKIT_KERNEL / gk_set_kernel take: "avx512", "avx2", ...
+  const char* isa;      // human-readable ISA level
+  int mr, nr;
+  gk_ukernel_fn full_tile;
+  int64_t default_mc, default_kc, default_nc;
+  bool (*cpu_supports)();
+};
+
+// The ISA's kernel table, best first, ending with the portable kernel. Defined once per
+// ARCH (src/arch/<arch>/kernels.cpp).
+const KernelInfo* arch_kernels(int* count);
+
+inline bool always_supported() { return true; }
+
+// The portable C++ kernel (src/arch/generic), last entry of every table. constexpr so
+// the tables are constant-initialized (no cross-file static initialization order).
+extern "C" void gk_sgemm_4x8_generic(const gk_ukernel_args* args);
+constexpr KernelInfo generic_kernel_info() {
+  return {"generic", "portable C++", 4, 8, gk_sgemm_4x8_generic, 128, 256, 4096,
+          always_supported};
+}
+
+// The largest MR * NR of any kernel: the size of the local tile for partial tiles.
+constexpr int kMaxTileFloats = 16 * 32;
+
+}  // namespace gk

@@ -1,0 +1,48 @@
+// Process-wide runtime services: CPU description, environment settings, errors, scratch
+// buffers and the thread policy. Everything above (arch, gemm, conv) depends on this.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gk {
+
+// What the CPU offers, detected once (cpuinfo). Cache sizes are 0 when unknown (VMs, qemu).
+struct CpuInfo {
+  std::string model;  // package name as cpuinfo reports it
+  int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
+  int cores = 1;
+  bool x86_avx2_fma = false;
+  bool x86_avx512f = false;
+  bool arm_neon = false;
+};
+const CpuInfo& cpu();
+
+// Integer from the environment, or `fallback` when unset or not a number.
+int64_t env_int(const char* name, int64_t fallback);
+// String from the environment, or "" when unset.
+std::string env_string(const char* name);
+bool verbose();  // GEMMKIT_VERBOSE=1
+
+// Thread-local last error message (gk_last_error).
+void set_last_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void clear_last_error();
+
+// Per-thread scratch buffers, 64-byte aligned, grown on demand and reused across calls,
+// so the hot path does not allocate (and does not page-fault fresh mmap'ed memory).
+// Each slot is an independent buffer; the contents do not survive another call on the
+// same slot. Returns nullptr if memory is exhausted.
+enum class ScratchSlot { PackedA, PackedB, Edge, Count };
+float* scratch(ScratchSlot slot, int64_t floats);
+
+// Thread policy. max_threads(): the user's setting. threads_for(work): how many threads
+// a call with `flops` floating-point operations should use right now, respecting
+// nesting (1 inside a parallel region) and fork safety (1 in a child of a threaded parent).
+int max_threads();
+void set_max_threads(int n);
+int threads_for(double flops);
+// Called by every parallel region we open, for the fork-safety rule.
+void note_parallel_region();
+bool in_forked_child_serial_mode();
+
+}  // namespace gk

@@ -1,0 +1,126 @@
+// Kernel selection, cache-derived blocking, and the configuration the user can inspect.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+#include "common/runtime.h"
+#include "gemm/gemm.h"
+#include "gemmkit.h"
+
+namespace gk {
+namespace {
+
+int64_t round_down_to(int64_t v, int64_t step) { return std::max(step, v / step * step); }
+
+// cpuinfo reports nothing (0) or a made-up hierarchy under VMs and qemu; sizes outside
+// what real CPUs have are treated as unknown.
+int64_t plausible(int64_t bytes, int64_t lo, int64_t hi) {
+  return (bytes >= lo && bytes <= hi) ? bytes : 0;
+}
+
+}  // namespace
+
+// Blocking (BLIS analytical model, refined by measurement on Zen 4 with perf/bench_gemm):
+//  - KC: the KC x NR B micro-panel, reused by every A micro-panel of the block, takes
+//    half of L1d, leaving the other half to the streaming A micro-panels and C.
+//  - MC: the MC x KC packed A block takes half of L2 (the other half: B panels, C tiles).
+//  - NC: the KC x NC packed B block takes half of L3, at most 4096 columns.
+// Defaults from the kernel table when a level is unknown; GEMMKIT_MC/KC/NC override.
+KernelConfig derive_blocking(const KernelInfo& kernel) {
+  const CpuInfo& c = cpu();
+  const int64_t l1 = plausible(c.l1d_bytes, 8 << 10, 1 << 20);
+  const int64_t l2 = plausible(c.l2_bytes, 64 << 10, 64 << 20);
+  const int64_t l3 = plausible(c.l3_bytes, 1 << 20, 1 << 30);
+  KernelConfig cfg{&kernel, kernel.default_mc, kernel.default_kc, kernel.default_nc};
+  if (l1) cfg.kc = std::clamp<int64_t>(round_down_to(l1 / 2 / (kernel.nr * 4), 8), 64, 1024);
+  if (l2) cfg.mc = std::clamp<int64_t>(round_down_to(l2 / 2 / (cfg.kc * 4), kernel.mr),
+                                       kernel.mr, 2048);
+  if (l3) cfg.nc = std::clamp<int64_t>(round_down_to(l3 / 2 / (cfg.kc * 4), kernel.nr),
+                                       kernel.nr, 4096 / kernel.nr * kernel.nr);
+  cfg.mc = round_down_to(env_int("GEMMKIT_MC", cfg.mc), kernel.mr);
+  cfg.kc = std::max<int64_t>(1, env_int("GEMMKIT_KC", cfg.kc));
+  cfg.nc = round_down_to(env_int("GEMMKIT_NC", cfg.nc), kernel.nr);
+  return cfg;
+}
+
+namespace {
+
+struct Registry {
+  std::vector<KernelConfig> configs;  // one per table entry, same order
+  std::atomic<const KernelConfig*> active{nullptr};
+  std::mutex mutex;
+  std::string description;
+
+  Registry() {
+    int count = 0;
+    const KernelInfo* table = arch_kernels(&count);
+    for (int i = 0; i < count; ++i) configs.push_back(derive_blocking(table[i]));
+    std::string forced = env_string("GEMMKIT_KERNEL");
+    if (!forced.empty() && !choose(forced))
+      std::fprintf(stderr,
+                   "gemmkit: GEMMKIT_KERNEL=%s is unknown or not supported by this CPU; "
+                   "using automatic selection\n",
+                   forced.c_str());
+    if (!active.load()) choose("");
+  }
+
+  // "" picks the first supported entry (the table is ordered best first).
+  bool choose(const std::string& name) {
+    for (const KernelConfig& cfg : configs) {
+      bool named = name.empty() || name == cfg.kernel->name;
+      if (named && cfg.kernel->cpu_supports()) {
+        active.store(&cfg);
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+const KernelConfig& active_config() { return *registry().active.load(std::memory_order_acquire); }
+
+bool select_kernel(const std::string& name) { return registry().choose(name); }
+
+}  // namespace gk
+
+extern "C" {
+
+__attribute__((visibility("default"))) const char* gk_config_string(void) {
+  gk::Registry& r = gk::registry();
+  const gk::KernelConfig& cfg = gk::active_config();
+  const gk::CpuInfo& c = gk::cpu();
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "gemmkit %s; kernel %s (%s) %dx%d; MC=%lld KC=%lld NC=%lld; "
+                "caches L1d=%lldK L2=%lldK L3=%lldK; threads=%d%s; cpu=%s",
+                GEMMKIT_VERSION_STRING, cfg.kernel->name, cfg.kernel->isa, cfg.kernel->mr,
+                cfg.kernel->nr, (long long)cfg.mc, (long long)cfg.kc, (long long)cfg.nc,
+                (long long)(c.l1d_bytes >> 10), (long long)(c.l2_bytes >> 10),
+                (long long)(c.l3_bytes >> 10), gk_get_num_threads(),
+                gk::in_forked_child_serial_mode() ? " (forked child: serial)" : "",
+                c.model.c_str());
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.description = line;
+  return r.description.c_str();
+}
+
+__attribute__((visibility("default"))) const char* gk_kernel_name(void) {
+  return gk::active_config().kernel->name;
+}
+
+__attribute__((visibility("default"))) gk_status gk_set_kernel(const char* name) {
+  if (gk::select_kernel(name ? name : "")) return GK_OK;
+  gk::set_last_error("gk_set_kernel: kernel '%s' is unknown or not supported by this CPU",
+                     name);
+  return GK_ERR_UNSUPPORTED;
+}
+}

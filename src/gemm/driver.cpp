@@ -1,0 +1,133 @@
+// The Goto / BLIS five-loop driver with packed A and B, threaded with OpenMP.
+//
+//   for jc in N step NC:          B block (KC x NC) packed once, shared by all threads
+//     for pc in K step KC:        balanced: a tail between KC and 2*KC is split in halves
+//       pack B cooperatively; barrier
+//       for ic in my rows step MC:    each thread packs its own A block (L2)
+//         for jr in my panels:        B micro-panel stays in L1 ...
+//           for ir in MC step MR:     ... while A micro-panels stream through it
+//       barrier (B is repacked next)
+//
+// Threads split the (ic, jr) work as a wm x wn grid chosen per NC block to balance tiles.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "common/runtime.h"
+#include "gemm/gemm.h"
+
+namespace gk {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Calls f(start, length) over [0, total) in blocks of at most `block`. A remainder
+// between block and 2*block becomes two near-equal blocks (rounded up to `align`), so
+// no call sees a sliver: a K of 1.1*KC runs as 2 x 0.55*KC, not KC + 0.1*KC.
+template <typename F>
+void for_each_balanced_block(int64_t total, int64_t block, int64_t align, F&& f) {
+  for (int64_t pos = 0; pos < total;) {
+    int64_t left = total - pos, len = left;
+    if (left > 2 * block) {
+      len = block;
+    } else if (left > block) {
+      len = std::min(left, round_up(ceil_div(left, 2), align));
+    }
+    f(pos, len);
+    pos += len;
+  }
+}
+
+// The wm x wn thread grid (wm * wn == threads) that minimizes the most tiles any one
+// thread computes; ties go to more row ways, which keeps each thread's A block private.
+struct ThreadGrid {
+  int wm, wn;
+};
+ThreadGrid choose_grid(int threads, int64_t row_tiles, int64_t col_tiles) {
+  ThreadGrid best{threads, 1};
+  int64_t best_cost = -1;
+  for (int wm = threads; wm >= 1; --wm) {
+    if (threads % wm) continue;
+    int wn = threads / wm;
+    int64_t cost = ceil_div(row_tiles, wm) * ceil_div(col_tiles, wn);
+    if (best_cost < 0 || cost < best_cost) {
+      best = {wm, wn};
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+// [begin, end) of `total` items for part `index` of `parts`, scaled by `unit`.
+struct Range {
+  int64_t begin, end;
+};
+Range share(int64_t total_units, int index, int parts, int64_t unit, int64_t limit) {
+  int64_t b = total_units * index / parts * unit, e = total_units * (index + 1) / parts * unit;
+  return {std::min(b, limit), std::min(e, limit)};
+}
+
+[[noreturn]] void out_of_memory(int64_t floats) {
+  std::fprintf(stderr, "gemmkit: cannot allocate %lld bytes of packing buffer\n",
+               static_cast<long long>(floats * 4));
+  std::abort();
+}
+
+}  // namespace
+
+void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads) {
+  const KernelInfo& ker = *cfg.kernel;
+  const int mr = ker.mr, nr = ker.nr;
+  const int64_t kc_max = std::min(cfg.kc, p.k);
+  const int64_t nc_max = std::min(cfg.nc, round_up(p.n, nr));
+  const int64_t mc_max = std::min(cfg.mc, round_up(p.m, mr));
+  float* b_block = scratch(ScratchSlot::PackedB, kc_max * nc_max);
+  if (!b_block) out_of_memory(kc_max * nc_max);
+  if (threads > 1) note_parallel_region();
+
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+    float* a_block = scratch(ScratchSlot::PackedA, mc_max * kc_max);
+    if (!a_block) out_of_memory(mc_max * kc_max);
+    std::vector<const float*> a_panels(static_cast<size_t>(mc_max / mr + 1));
+
+    for_each_balanced_block(p.n, cfg.nc, nr, [&](int64_t jc, int64_t nc) {
+      const int64_t panels = ceil_div(nc, nr), row_tiles = ceil_div(p.m, mr);
+      const ThreadGrid grid = choose_grid(nt, row_tiles, panels);
+      const Range rows = share(row_tiles, tid / grid.wn, grid.wm, mr, p.m);
+      const Range my_panels = share(panels, tid % grid.wn, grid.wn, 1, panels);
+      const Range packed_by_me = share(panels, tid, nt, 1, panels);
+
+      for_each_balanced_block(p.k, cfg.kc, 1, [&](int64_t pc, int64_t kc) {
+        const bool last_k = pc + kc == p.k;
+        const float beta = pc == 0 ? p.beta : 1.0f;
+        for (int64_t q = packed_by_me.begin; q < packed_by_me.end; ++q)
+          p.b->pack_panel(pc, kc, jc + q * nr, std::min<int64_t>(nr, nc - q * nr), nr,
+                          b_block + q * kc * nr);
+#pragma omp barrier
+        for_each_balanced_block(rows.end - rows.begin, cfg.mc, mr, [&](int64_t off, int64_t mc) {
+          const int64_t ic = rows.begin + off;
+          for (int64_t ir = 0; ir < mc; ir += mr)
+            a_panels[ir / mr] = p.a->panel(ic + ir, std::min<int64_t>(mr, mc - ir), pc, kc,
+                                           mr, a_block + ir * kc);
+          for (int64_t q = my_panels.begin; q < my_panels.end; ++q) {
+            const int64_t j = jc + q * nr, cols = std::min<int64_t>(nr, nc - q * nr);
+            for (int64_t ir = 0; ir < mc; ir += mr)
+              run_ukernel(ker, std::min<int64_t>(mr, mc - ir), cols, kc, p.alpha,
+                          a_panels[ir / mr], b_block + q * kc * nr, nr, beta,
+                          p.c + (ic + ir) * p.rs_c + j, p.rs_c,
+                          last_k ? &p.epilogue : nullptr, ic + ir, j);
+          }
+        });
+#pragma omp barrier
+      });
+    });
+  }
+}
+
+}  // namespace gk

@@ -1,0 +1,132 @@
+// The GEMM core's internal interface: the problem description the driver runs, the A and
+// B operand sources (plain matrices now, conv's fused im2col / pre-packed weights later),
+// the epilogue, the active kernel and its blocking.
+//
+// Internally C is always row-stored (unit column stride): a column-major BLAS call is run
+// as the transposed problem C^T = op(B)^T op(A)^T, which is the same memory.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "arch/ukernel.h"
+
+namespace gk {
+
+// A strided matrix: element (i, j) at p[i * rs + j * cs].
+struct MatrixView {
+  const float* p;
+  int64_t rs, cs;
+  const float& at(int64_t i, int64_t j) const { return p[i * rs + j * cs]; }
+  MatrixView transposed() const { return {p, cs, rs}; }
+};
+
+// Where the driver gets A micro-panels: MR rows [i0, i0 + rows) x K range [k0, k0 + kc),
+// as kc steps of MR floats (rows past `rows` zero). Returns a pointer to the panel: either
+// `scratch` after packing into it, or memory the source already holds packed.
+class ASource {
+ public:
+  virtual ~ASource() = default;
+  virtual const float* panel(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr,
+                             float* scratch) const = 0;
+};
+
+// Where the driver gets B micro-panels: "fill this kc x NR micro-panel" for K range
+// [k0, k0 + kc) and columns [j0, j0 + cols), as kc rows of nr floats, columns past `cols`
+// zero. A plain matrix is one packer; conv's fused im2col is another.
+class BPacker {
+ public:
+  virtual ~BPacker() = default;
+  virtual void pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
+                          float* dst) const = 0;
+};
+
+// A plain strided A matrix, packed on the fly.
+class PlainA final : public ASource {
+ public:
+  explicit PlainA(MatrixView a) : a_(a) {}
+  const float* panel(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr,
+                     float* scratch) const override;
+
+ private:
+  MatrixView a_;
+};
+
+// A plain strided B matrix.
+class PlainB final : public BPacker {
+ public:
+  explicit PlainB(MatrixView b) : b_(b) {}
+  void pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
+                  float* dst) const override;
+  const MatrixView& view() const { return b_; }
+
+ private:
+  MatrixView b_;
+};
+
+// Applied to each C tile when its last K block is stored, while the tile is in L1:
+// C = act(C + bias). Conv uses it so it never makes a second pass over its output.
+enum class BiasMode { None, PerRow, PerColumn };
+enum class Activation { None, Relu, Relu6 };
+struct Epilogue {
+  const float* bias = nullptr;
+  BiasMode bias_mode = BiasMode::None;
+  Activation act = Activation::None;
+  bool active() const { return bias_mode != BiasMode::None || act != Activation::None; }
+};
+
+// C[m x n] (row stride rs_c, unit column stride) = alpha * A * B + beta * C, then epilogue.
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  const ASource* a = nullptr;
+  const BPacker* b = nullptr;
+  float* c = nullptr;
+  int64_t rs_c = 0;
+  Epilogue epilogue;
+};
+
+// The kernel in use and the blocking derived for it.
+struct KernelConfig {
+  const KernelInfo* kernel;
+  int64_t mc, kc, nc;
+};
+const KernelConfig& active_config();
+// Selects the kernel by name ("" = automatic). false if unknown or unsupported here.
+bool select_kernel(const std::string& name);
+// Blocking for `kernel` from the detected caches (or its defaults), then GEMMKIT_MC/KC/NC.
+KernelConfig derive_blocking(const KernelInfo& kernel);
+
+// Runs one micro-kernel call on a tile of m <= MR rows and n <= NR columns: full tiles go
+// straight to the kernel, partial ones through a local tile (the kernel never touches C
+// outside the m x n tile, and still never reads C when beta == 0). Applies the epilogue
+// when given; (row0, col0) locate the tile for the bias.
+void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, const float* b, int64_t rs_b, float beta, float* c,
+                 int64_t rs_c, const Epilogue* epilogue, int64_t row0, int64_t col0);
+
+// Applies the epilogue to an m x n block of C whose top-left is (row0, col0).
+void apply_epilogue(const Epilogue& e, float* c, int64_t rs_c, int64_t m, int64_t n,
+                    int64_t row0, int64_t col0);
+
+// C = beta * C (beta == 0 writes zeros without reading C), then the epilogue.
+void scale_c(float beta, float* c, int64_t rs_c, int64_t m, int64_t n, const Epilogue& e);
+
+// The Goto five-loop driver with packed A and B, on `threads` threads.
+void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads);
+// The no-pack path for small problems (one thread): B is read in place when it has unit
+// column stride, A is packed one micro-panel at a time.
+void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
+                const KernelConfig& cfg);
+// Whether a problem of this size takes the no-pack path.
+bool prefers_small_path(int64_t m, int64_t n, int64_t k);
+
+// y[i * incy] = alpha * sum_j M(i, j) x[j * incx] + beta * y[i * incy], i < rows, j < cols.
+void gemv(int64_t rows, int64_t cols, float alpha, const MatrixView& mat, const float* x,
+          int64_t incx, float beta, float* y, int64_t incy, int threads);
+
+// The whole internal SGEMM on strided views (row-stored C): quick returns, alpha == 0,
+// and the choice between GEMV, no-pack and packed paths. Arguments already validated.
+void sgemm_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
+                     const MatrixView& b, float beta, float* c, int64_t rs_c);
+
+}  // namespace gk

@@ -1,0 +1,40 @@
+// The internal SGEMM on validated, row-stored arguments: reference-BLAS quick returns and
+// alpha == 0 handling, then the GEMV, no-pack or packed path.
+#include "common/runtime.h"
+#include "gemm/gemm.h"
+
+namespace gk {
+
+void sgemm_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
+                     const MatrixView& b, float beta, float* c, int64_t rs_c) {
+  if (m == 0 || n == 0) return;
+  if ((alpha == 0.0f || k == 0) && beta == 1.0f) return;
+  if (alpha == 0.0f || k == 0) {  // C = beta * C; A and B are not read
+    scale_c(beta, c, rs_c, m, n, Epilogue{});
+    return;
+  }
+  const double flops = 2.0 * m * n * k;
+  // GEMV is memory-bound: threads pay off at a quarter of the GEMM flop threshold.
+  if (n == 1) {
+    gemv(m, k, alpha, a, b.p, b.rs, beta, c, rs_c, threads_for(4 * flops));
+    return;
+  }
+  if (m == 1) {
+    gemv(n, k, alpha, b.transposed(), a.p, a.cs, beta, c, 1, threads_for(4 * flops));
+    return;
+  }
+  const KernelConfig& cfg = active_config();
+  const PlainA a_source(a);
+  const PlainB b_source(b);
+  GemmProblem p;
+  p.m = m, p.n = n, p.k = k, p.alpha = alpha, p.beta = beta;
+  p.a = &a_source, p.b = &b_source, p.c = c, p.rs_c = rs_c;
+  const int threads = threads_for(flops);
+  if (threads == 1 && prefers_small_path(m, n, k)) {
+    gemm_small(p, a, b, cfg);
+  } else {
+    gemm_packed(p, cfg, threads);
+  }
+}
+
+}  // namespace gk

@@ -1,0 +1,264 @@
+// The whole SGEMM through cblas_sgemm and sgemm_, against the double reference: both
+// layouts, all transpose pairs, padded leading dimensions, alpha/beta variants with NaN in
+// C for beta == 0, shapes at and around every blocking size, each kernel, 1 and 2 threads.
+#include <algorithm>
+
+#include "gemm_test_util.h"
+
+namespace {
+
+using gktest::Operand;
+
+struct Case {
+  int64_t m, n, k;
+  bool row_major, ta, tb;
+  float alpha, beta;
+  int64_t extra_ld;
+};
+
+std::string describe(const Case& c) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s m=%lld n=%lld k=%lld %c%c alpha=%g beta=%g extra_ld=%lld",
+                c.row_major ? "row" : "col", (long long)c.m, (long long)c.n, (long long)c.k,
+                c.ta ? 'T' : 'N', c.tb ? 'T' : 'N', c.alpha, c.beta, (long long)c.extra_ld);
+  return buf;
+}
+
+// Runs one case through cblas_sgemm (or sgemm_ for column-major when `fortran`).
+::testing::AssertionResult run_case(const Case& c, bool fortran = false) {
+  const bool rm = c.row_major;
+  // Stored shapes: op(A) is m x k, so A is k x m when transposed.
+  Operand a(c.ta ? c.k : c.m, c.ta ? c.m : c.k, c.extra_ld, rm, 101);
+  Operand b(c.tb ? c.n : c.k, c.tb ? c.k : c.n, c.extra_ld, rm, 202);
+  Operand cm(c.m, c.n, c.extra_ld, rm, 303);
+  if (c.beta == 0.0f) cm.fill(gktest::kNaN);
+  const Operand c0 = cm;
+  if (fortran) {
+    const char ta = c.ta ? 'T' : 'N', tb = c.tb ? 't' : 'n';
+    const int m = int(c.m), n = int(c.n), k = int(c.k), lda = int(a.ld), ldb = int(b.ld),
+              ldc = int(cm.ld);
+    sgemm_(&ta, &tb, &m, &n, &k, &c.alpha, a.data.data(), &lda, b.data.data(), &ldb, &c.beta,
+           cm.data.data(), &ldc);
+  } else {
+    cblas_sgemm(rm ? CblasRowMajor : CblasColMajor, c.ta ? CblasTrans : CblasNoTrans,
+                c.tb ? CblasTrans : CblasNoTrans, int(c.m), int(c.n), int(c.k), c.alpha,
+                a.data.data(), int(a.ld), b.data.data(), int(b.ld), c.beta, cm.data.data(),
+                int(cm.ld));
+  }
+  auto r = gktest::matches_reference(a, c.ta, b, c.tb, c.alpha, c.beta, c0, cm, c.k);
+  if (!r) r << " [" << describe(c) << (fortran ? " sgemm_" : " cblas") << "]";
+  return r;
+}
+
+const float kAlphas[] = {0.0f, 1.0f, -1.5f};
+const float kBetas[] = {0.0f, 1.0f, 0.5f};
+
+// Dimension values worth testing for a kernel and its blocking: tiny, primes, around MR
+// and NR multiples, around MC and KC.
+std::vector<int64_t> interesting_sizes(const gk::KernelInfo& ker) {
+  const gk::KernelConfig cfg = gk::derive_blocking(ker);
+  std::vector<int64_t> v = {1, 2, 3, 7, 13, 31, 61, 97, ker.mr - 1, ker.mr + 1, 2 * ker.mr + 1,
+                            ker.nr - 1, ker.nr + 1, 3 * ker.nr + 5};
+  if (!gktest::quick()) {
+    for (int64_t d : {cfg.mc, cfg.kc}) v.insert(v.end(), {d - 1, d, d + 1});
+    v.push_back(cfg.kc * 2 + 1);
+  }
+  v.erase(std::remove_if(v.begin(), v.end(), [](int64_t x) { return x < 1; }), v.end());
+  return v;
+}
+
+// Every layout x transpose pair x alpha x beta x ld padding, on one odd shape.
+void exhaustive_small(int threads) {
+  gk_set_num_threads(threads);
+  for (bool rm : {false, true})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (float alpha : kAlphas)
+          for (float beta : kBetas)
+            for (int64_t extra : {int64_t{0}, int64_t{3}}) {
+              Case c{19, 37, 23, rm, ta, tb, alpha, beta, extra};
+              ASSERT_TRUE(run_case(c));
+              Case big{131, 77, 150, rm, ta, tb, alpha, beta, extra};  // packed path
+              ASSERT_TRUE(run_case(big));
+            }
+  gk_set_num_threads(0);
+}
+
+// Random shapes drawn from the interesting sizes, with at most one large dimension so the
+// double reference stays cheap.
+void random_shapes(const gk::KernelInfo& ker, int threads, int cases, uint32_t seed) {
+  gk_set_num_threads(threads);
+  std::mt19937 rng(seed);
+  const std::vector<int64_t> sizes = interesting_sizes(ker);
+  auto pick = [&](auto& list) { return list[rng() % list.size()]; };
+  for (int i = 0; i < cases; ++i) {
+    Case c{pick(sizes), pick(sizes), pick(sizes), bool(rng() & 1), bool(rng() & 1),
+           bool(rng() & 1), kAlphas[rng() % 3], kBetas[rng() % 3], int64_t(rng() % 2 ? 0 : 5)};
+    while (c.m * c.n * c.k > 3'000'000) {  // shrink the smallest-impact dimension
+      int64_t& d = (c.m >= c.n && c.m >= c.k) ? c.n : (c.n >= c.k ? c.k : c.m);
+      d = std::max<int64_t>(1, d / 3);
+    }
+    ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && (i % 4 == 0)));
+  }
+  gk_set_num_threads(0);
+}
+
+}  // namespace
+
+TEST(Sgemm, AllLayoutsTransposesAlphaBetaOneThread) {
+  gktest::for_each_kernel([](const gk::KernelInfo&) { exhaustive_small(1); });
+}
+
+TEST(Sgemm, AllLayoutsTransposesAlphaBetaTwoThreads) {
+  gktest::for_each_kernel([](const gk::KernelInfo&) { exhaustive_small(2); });
+}
+
+TEST(Sgemm, RandomShapesAroundBlockingSizes) {
+  const int cases = gktest::quick() ? 40 : 200;
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    random_shapes(ker, 1, cases, 1);
+    random_shapes(ker, 2, cases, 2);
+  });
+}
+
+// Wide problems cross the NC boundary (a second jc block, balanced halves).
+TEST(Sgemm, AcrossNcBlocks) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    const gk::KernelConfig cfg = gk::derive_blocking(ker);
+    for (int64_t n : {cfg.nc - 1, cfg.nc + 1, 2 * cfg.nc + 3}) {
+      if (gktest::quick() && n > 600) continue;
+      for (int threads : {1, 2}) {
+        gk_set_num_threads(threads);
+        ASSERT_TRUE(run_case({2 * ker.mr + 3, n, 17, false, false, false, 1.0f, 0.0f, 1}));
+        ASSERT_TRUE(run_case({ker.mr + 1, n, 9, true, true, true, -1.5f, 0.5f, 0}));
+      }
+    }
+    gk_set_num_threads(0);
+  });
+}
+
+// GEMV shapes (m == 1 or n == 1) in every layout and transpose, strided vectors included.
+TEST(Sgemm, MatrixVectorShapes) {
+  gktest::for_each_kernel([](const gk::KernelInfo&) {
+    for (int threads : {1, 2}) {
+      gk_set_num_threads(threads);
+      for (bool rm : {false, true})
+        for (bool ta : {false, true})
+          for (bool tb : {false, true})
+            for (float beta : kBetas) {
+              ASSERT_TRUE(run_case({1000, 1, 512, rm, ta, tb, 1.0f, beta, 0}));
+              ASSERT_TRUE(run_case({1, 333, 77, rm, ta, tb, -1.5f, beta, 2}));
+              ASSERT_TRUE(run_case({7, 1, 1, rm, ta, tb, 1.0f, beta, 1}));
+              ASSERT_TRUE(run_case({1, 1, 129, rm, ta, tb, 1.0f, beta, 0}));
+            }
+    }
+    gk_set_num_threads(0);
+  });
+}
+
+// The driver itself with tiny blocking: many jc/pc/ic blocks and balanced tails, the
+// epilogue applied once per element, and the thread grid.
+TEST(Driver, TinyBlockingManyBlocksWithEpilogue) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    const int64_t m = 5 * ker.mr + 3, n = 7 * ker.nr + 5, k = 47;
+    std::vector<float> a = gktest::random_vector(size_t(m * k), 1);
+    std::vector<float> b = gktest::random_vector(size_t(k * n), 2);
+    std::vector<float> bias = gktest::random_vector(size_t(m), 3);
+    for (int threads : {1, 2, 3}) {
+      for (int64_t kc : {int64_t{5}, int64_t{16}}) {
+        std::vector<float> c(size_t(m * n), gktest::kNaN);
+        const gk::PlainA pa({a.data(), k, 1});
+        const gk::PlainB pb({b.data(), 1, k});  // B stored column by column: transposing pack
+        gk::GemmProblem p;
+        p.m = m, p.n = n, p.k = k, p.alpha = 1.0f, p.beta = 0.0f, p.a = &pa, p.b = &pb;
+        p.c = c.data(), p.rs_c = n;
+        p.epilogue.bias = bias.data(), p.epilogue.bias_mode = gk::BiasMode::PerRow;
+        p.epilogue.act = gk::Activation::Relu;
+        const gk::KernelConfig cfg{&ker, 2 * ker.mr, kc, 2 * ker.nr};
+        gk::gemm_packed(p, cfg, threads);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double v = bias[i];
+            for (int64_t q = 0; q < k; ++q) v += double(a[i * k + q]) * b[j * k + q];
+            ASSERT_NEAR(c[i * n + j], std::max(v, 0.0), 1e-4)
+                << "i=" << i << " j=" << j << " threads=" << threads << " kc=" << kc;
+          }
+      }
+    }
+  });
+}
+
+// The no-pack path, B read in place and B packed, compared with the packed driver.
+TEST(Driver, SmallPathMatchesPackedPath) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    const gk::KernelConfig cfg = gk::derive_blocking(ker);
+    for (int64_t m : {int64_t{1}, int64_t{ker.mr}, int64_t{3 * ker.mr + 1}})
+      for (int64_t n : {int64_t{ker.nr}, int64_t{2 * ker.nr + 3}})
+        for (bool b_contiguous_rows : {true, false}) {
+          const int64_t k = 29;
+          std::vector<float> a = gktest::random_vector(size_t(m * k), 4);
+          std::vector<float> b = gktest::random_vector(size_t(k * n), 5);
+          const gk::MatrixView av{a.data(), k, 1};
+          const gk::MatrixView bv = b_contiguous_rows ? gk::MatrixView{b.data(), n, 1}
+                                                      : gk::MatrixView{b.data(), 1, k};
+          const gk::PlainA pa(av);
+          const gk::PlainB pb(bv);
+          std::vector<float> c_small(size_t(m * n), 2.0f), c_packed = c_small;
+          gk::GemmProblem p;
+          p.m = m, p.n = n, p.k = k, p.alpha = -1.5f, p.beta = 0.5f, p.a = &pa, p.b = &pb;
+          p.rs_c = n;
+          p.c = c_small.data();
+          gk::gemm_small(p, av, bv, cfg);
+          p.c = c_packed.data();
+          gk::gemm_packed(p, cfg, 1);
+          for (size_t i = 0; i < c_small.size(); ++i) ASSERT_NEAR(c_small[i], c_packed[i], 1e-4);
+        }
+  });
+}
+
+// Quick returns and alpha == 0: A and B are never read (NULL is fine), C scaled by beta.
+TEST(Sgemm, QuickReturnsAndAlphaZeroDoNotReadAB) {
+  std::vector<float> c(12, 3.0f);
+  cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, 3, 4, 5, 0.0f, nullptr, 3, nullptr, 5,
+              0.5f, c.data(), 3);
+  for (float v : c) EXPECT_EQ(v, 1.5f);
+  std::fill(c.begin(), c.end(), gktest::kNaN);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, 3, 4, 0, 2.0f, nullptr, 3, nullptr, 4,
+              0.0f, c.data(), 4);
+  for (float v : c) EXPECT_EQ(v, 0.0f);
+  std::fill(c.begin(), c.end(), gktest::kNaN);
+  cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, 3, 4, 5, 0.0f, nullptr, 3, nullptr, 5,
+              1.0f, c.data(), 3);  // alpha == 0, beta == 1: nothing touched
+  for (float v : c) EXPECT_TRUE(std::isnan(v));
+  cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, 0, 4, 5, 1.0f, nullptr, 1, nullptr, 5,
+              0.0f, c.data(), 1);  // M == 0
+  for (float v : c) EXPECT_TRUE(std::isnan(v));
+}
+
+// NaN and Inf in A or B propagate (only C is exempt when beta == 0).
+TEST(Sgemm, NaNInOperandsPropagates) {
+  for (int64_t n : {int64_t{1}, int64_t{40}, int64_t{300}}) {
+    Operand a(20, 30, 0, false, 1), b(30, n, 0, false, 2), c(20, n, 0, false, 3);
+    a.at(4, 7) = gktest::kNaN;
+    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, 20, int(n), 30, 1.0f, a.data.data(),
+                20, b.data.data(), 30, 0.0f, c.data.data(), 20);
+    for (int64_t j = 0; j < n; ++j) {
+      EXPECT_TRUE(std::isnan(c.at(4, j)));
+      EXPECT_FALSE(std::isnan(c.at(5, j)));
+    }
+  }
+}
+
+TEST(Config, DescribesKernelBlockingCachesAndThreads) {
+  const std::string s = gk_config_string();
+  EXPECT_NE(s.find(std::string("kernel ") + gk_kernel_name()), std::string::npos) << s;
+  EXPECT_NE(s.find("MC="), std::string::npos) << s;
+  EXPECT_NE(s.find("L2="), std::string::npos) << s;
+  EXPECT_NE(s.find("threads="), std::string::npos) << s;
+  EXPECT_EQ(gk_set_kernel("no-such-kernel"), GK_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(gk_last_error()).find("no-such-kernel"), std::string::npos);
+  gk_set_num_threads(3);
+  EXPECT_EQ(gk_get_num_threads(), 3);
+  gk_set_num_threads(0);
+  EXPECT_GE(gk_get_num_threads(), 1);
+}

@@ -1,0 +1,133 @@
+// Every micro-kernel on every partial tile (m = 1..MR, n = 1..NR) and the K edges
+// {0, 1, 2, 3, 7, KC-1, KC, KC+1, 2*KC+3}, for alpha/beta variants, beta == 0 with C
+// prefilled by NaN, B packed (rs_b == NR) and in place (rs_b > NR, unaligned).
+#include <cstdlib>
+
+#include "gemm_test_util.h"
+
+namespace {
+
+using gktest::Operand;
+
+struct AlphaBeta {
+  float alpha, beta;
+};
+const AlphaBeta kAlphaBeta[] = {{1.0f, 0.0f}, {-1.5f, 0.0f}, {1.0f, 1.0f}, {0.5f, -2.0f},
+                                {2.0f, 0.5f}};
+
+// 64-byte aligned storage for a packed A panel.
+struct AlignedPanel {
+  float* p;
+  explicit AlignedPanel(size_t n) {
+    if (posix_memalign(reinterpret_cast<void**>(&p), 64, (n + 16) * sizeof(float)) != 0) std::abort();
+  }
+  ~AlignedPanel() { std::free(p); }
+};
+
+void check_kernel(const gk::KernelInfo& ker, int64_t k, bool b_in_place) {
+  const int mr = ker.mr, nr = ker.nr;
+  // A panel: k steps of MR. Operand `a` holds the same values as an MR x k matrix.
+  Operand a(mr, k, 0, false, 11 + static_cast<uint32_t>(k));
+  AlignedPanel a_panel(static_cast<size_t>(mr * k));
+  for (int64_t p = 0; p < k; ++p)
+    for (int i = 0; i < mr; ++i) a_panel.p[p * mr + i] = a.at(i, p);
+  // B: k rows of NR floats with row stride rs_b; offset by one float when in place so the
+  // kernel sees unaligned rows, as on the no-pack path.
+  const int64_t rs_b = b_in_place ? nr + 5 : nr;
+  Operand b(k, nr, rs_b - nr, true, 23 + static_cast<uint32_t>(k));
+  std::vector<float> b_store(b.data.size() + 1);
+  const float* b_ptr = b_store.data() + (b_in_place ? 1 : 0);
+  std::copy(b.data.begin(), b.data.end(), b_store.begin() + (b_in_place ? 1 : 0));
+
+  for (const AlphaBeta& ab : kAlphaBeta) {
+    for (int m = 1; m <= mr; ++m) {
+      for (int n = 1; n <= nr; ++n) {
+        Operand c(m, n, 3, true, 37);
+        if (ab.beta == 0.0f) c.fill(gktest::kNaN);
+        const Operand c0 = c;
+        gk::run_ukernel(ker, m, n, k, ab.alpha, a_panel.p, b_ptr, rs_b, ab.beta, c.data.data(),
+                        c.ld, nullptr, 0, 0);
+        // Compare against the m x n corner of A * B.
+        Operand a_m(m, k, 0, false, 1), b_n(k, n, 0, true, 1);
+        for (int i = 0; i < m; ++i)
+          for (int64_t p = 0; p < k; ++p) a_m.at(i, p) = a.at(i, p);
+        for (int64_t p = 0; p < k; ++p)
+          for (int j = 0; j < n; ++j) b_n.at(p, j) = b.at(p, j);
+        ASSERT_TRUE(gktest::matches_reference(a_m, false, b_n, false, ab.alpha, ab.beta, c0, c, k))
+            << ker.name << " m=" << m << " n=" << n << " k=" << k << " in_place=" << b_in_place;
+      }
+    }
+    if (gktest::quick()) break;
+  }
+}
+
+std::vector<int64_t> k_edges(const gk::KernelInfo& ker) {
+  const int64_t kc = gk::derive_blocking(ker).kc;
+  return {0, 1, 2, 3, 7, kc - 1, kc, kc + 1, 2 * kc + 3};
+}
+
+}  // namespace
+
+TEST(MicroKernel, AllPartialTilesAndKEdgesPackedB) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    for (int64_t k : k_edges(ker)) check_kernel(ker, k, false);
+  });
+}
+
+TEST(MicroKernel, AllPartialTilesUnpackedUnalignedB) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{7}, int64_t{33}})
+      check_kernel(ker, k, true);
+  });
+}
+
+// beta == 0 must not read C, and beta == NaN must propagate (it is not zero).
+TEST(MicroKernel, BetaZeroIgnoresNaNButBetaNaNPropagates) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    const int mr = ker.mr, nr = ker.nr, k = 5;
+    AlignedPanel a(static_cast<size_t>(mr * k)), b(static_cast<size_t>(nr * k));
+    for (int i = 0; i < mr * k; ++i) a.p[i] = 1.0f;
+    for (int i = 0; i < nr * k; ++i) b.p[i] = 1.0f;
+    std::vector<float> c(static_cast<size_t>(mr * nr), std::numeric_limits<float>::infinity());
+    gk::run_ukernel(ker, mr, nr, k, 1.0f, a.p, b.p, nr, 0.0f, c.data(), nr, nullptr, 0, 0);
+    for (float v : c) ASSERT_EQ(v, 5.0f);
+    gk::run_ukernel(ker, mr, nr, k, 1.0f, a.p, b.p, nr, gktest::kNaN, c.data(), nr, nullptr, 0, 0);
+    for (float v : c) ASSERT_TRUE(std::isnan(v));
+  });
+}
+
+// The epilogue (bias per row or column, ReLU, ReLU6) applied to full and partial tiles.
+TEST(MicroKernel, EpilogueBiasAndActivations) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    const int mr = ker.mr, nr = ker.nr, k = 9;
+    AlignedPanel a(static_cast<size_t>(mr * k)), b(static_cast<size_t>(nr * k));
+    std::vector<float> av = gktest::random_vector(static_cast<size_t>(mr * k), 5, -2, 2);
+    std::vector<float> bv = gktest::random_vector(static_cast<size_t>(nr * k), 6, -2, 2);
+    std::copy(av.begin(), av.end(), a.p);
+    std::copy(bv.begin(), bv.end(), b.p);
+    std::vector<float> bias = gktest::random_vector(64, 7, -3, 3);
+    for (gk::BiasMode mode : {gk::BiasMode::None, gk::BiasMode::PerRow, gk::BiasMode::PerColumn}) {
+      for (gk::Activation act : {gk::Activation::None, gk::Activation::Relu, gk::Activation::Relu6}) {
+        for (int m : {mr, mr - 1}) {
+          for (int n : {nr, 1}) {
+            gk::Epilogue e;
+            e.bias = bias.data(), e.bias_mode = mode, e.act = act;
+            std::vector<float> c(static_cast<size_t>(mr * nr), gktest::kNaN);
+            gk::run_ukernel(ker, m, n, k, 1.0f, a.p, b.p, nr, 0.0f, c.data(), nr, &e, 3, 5);
+            for (int i = 0; i < m; ++i) {
+              for (int j = 0; j < n; ++j) {
+                double v = 0;
+                for (int p = 0; p < k; ++p) v += double(a.p[p * mr + i]) * b.p[p * nr + j];
+                if (mode == gk::BiasMode::PerRow) v += bias[3 + i];
+                if (mode == gk::BiasMode::PerColumn) v += bias[5 + j];
+                if (act != gk::Activation::None) v = std::max(v, 0.0);
+                if (act == gk::Activation::Relu6) v = std::min(v, 6.0);
+                ASSERT_NEAR(c[i * nr + j], v, 1e-4) << "i=" << i << " j=" << j;
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
