@@ -35,8 +35,12 @@ struct KernelInfo {
   const char* isa;      // human-readable ISA level
   int mr, nr;
   gk_ukernel_fn full_tile;
+  // Optional MR x NR/2 kernel with the same contract (rs_b still the full panel's), used
+  // for tiles of at most NR/2 columns; nullptr when the ISA has none.
+  gk_ukernel_fn half_width;
   int64_t default_mc, default_kc, default_nc;
   bool (*cpu_supports)();
+  bool automatic;  // eligible for automatic selection (else only when named)
 };
 
 // The ISA's kernel table, best first, ending with the portable kernel. Defined once per
@@ -49,8 +53,8 @@ inline bool always_supported() { return true; }
 // the tables are constant-initialized (no cross-file static initialization order).
 extern "C" void gk_sgemm_4x8_generic(const gk_ukernel_args* args);
 constexpr KernelInfo generic_kernel_info() {
-  return {"generic", "portable C++", 4, 8, gk_sgemm_4x8_generic, 128, 256, 4096,
-          always_supported};
+  return {"generic", "portable C++", 4, 8, gk_sgemm_4x8_generic, nullptr, 128, 256, 4096,
+          always_supported, true};
 }
 
 // The largest MR * NR of any kernel: the size of the local tile for partial tiles.

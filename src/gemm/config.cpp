@@ -66,10 +66,10 @@ struct Registry {
     if (!active.load()) choose("");
   }
 
-  // "" picks the first supported entry (the table is ordered best first).
+  // "" picks the first supported automatic entry (the table is ordered best first).
   bool choose(const std::string& name) {
     for (const KernelConfig& cfg : configs) {
-      bool named = name.empty() || name == cfg.kernel->name;
+      bool named = name.empty() ? cfg.kernel->automatic : name == cfg.kernel->name;
       if (named && cfg.kernel->cpu_supports()) {
         active.store(&cfg);
         return true;

@@ -41,23 +41,27 @@ GK_INLINE float finish(float alpha, float acc, float beta, float y) {
   return beta == 0.0f ? alpha * acc : alpha * acc + beta * y;
 }
 
-// Rows [r0, r1) in dot form; x is contiguous.
+// Rows [r0, r1) in dot form; x is contiguous. Four rows per pass with kUnroll vectors of
+// 16 each: 4 * kUnroll accumulators must stay in registers (8 ymm on AVX2, 8 zmm on AVX-512).
+template <int kUnroll>
 GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                         int64_t rs, const float* x, float beta, float* y, int64_t incy) {
+  constexpr int kStep = 16 * kUnroll;
   int64_t i = r0;
   for (; i + 4 <= r1; i += 4) {
     const float* row[4] = {m + i * rs, m + (i + 1) * rs, m + (i + 2) * rs, m + (i + 3) * rs};
-    v16 acc[4][2] = {};
+    v16 acc[4][kUnroll] = {};
     int64_t j = 0;
-    for (; j + 32 <= cols; j += 32) {
-      const v16 x0 = load16(x + j), x1 = load16(x + j + 16);
-      for (int r = 0; r < 4; ++r) {
-        acc[r][0] += load16(row[r] + j) * x0;
-        acc[r][1] += load16(row[r] + j + 16) * x1;
+    for (; j + kStep <= cols; j += kStep) {
+      for (int u = 0; u < kUnroll; ++u) {
+        const v16 xv = load16(x + j + 16 * u);
+        for (int r = 0; r < 4; ++r) acc[r][u] += load16(row[r] + j + 16 * u) * xv;
       }
     }
     for (int r = 0; r < 4; ++r) {
-      float s = hsum(acc[r][0] + acc[r][1]);
+      v16 sum = acc[r][0];
+      for (int u = 1; u < kUnroll; ++u) sum += acc[r][u];
+      float s = hsum(sum);
       for (int64_t t = j; t < cols; ++t) s += row[r][t] * x[t];
       y[(i + r) * incy] = finish(alpha, s, beta, y[(i + r) * incy]);
     }
@@ -114,11 +118,11 @@ using GemvAxpy = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_
                           const float*, int64_t, float, float*, int64_t);
 
 // One instance of each loop per ISA; the always-inline bodies take the caller's target.
-#define GK_GEMV_VARIANT(suffix, target_attr, chunk)                                        \
+#define GK_GEMV_VARIANT(suffix, target_attr, dot_unroll, chunk)                                        \
   target_attr void gemv_dot_##suffix(int64_t r0, int64_t r1, int64_t cols, float alpha,    \
                                      const float* m, int64_t rs, const float* x,           \
                                      float beta, float* y, int64_t incy) {                 \
-    gemv_dot(r0, r1, cols, alpha, m, rs, x, beta, y, incy);                                \
+    gemv_dot<dot_unroll>(r0, r1, cols, alpha, m, rs, x, beta, y, incy);                    \
   }                                                                                        \
   target_attr void gemv_axpy_##suffix(int64_t r0, int64_t r1, int64_t cols, float alpha,   \
                                       const float* m, int64_t cs, const float* x,          \
@@ -126,10 +130,10 @@ using GemvAxpy = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_
     gemv_axpy<chunk>(r0, r1, cols, alpha, m, cs, x, incx, beta, y, incy);                  \
   }
 
-GK_GEMV_VARIANT(portable, , 32)
+GK_GEMV_VARIANT(portable, , 1, 32)
 #if defined(__x86_64__)
-GK_GEMV_VARIANT(avx2, __attribute__((target("avx2,fma"))), 64)
-GK_GEMV_VARIANT(avx512, __attribute__((target("avx512f,avx2,fma"))), 128)
+GK_GEMV_VARIANT(avx2, __attribute__((target("avx2,fma"))), 1, 64)
+GK_GEMV_VARIANT(avx512, __attribute__((target("avx512f,avx2,fma"))), 2, 128)
 #endif
 
 struct GemvImpl {

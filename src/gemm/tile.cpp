@@ -27,15 +27,19 @@ void apply_epilogue(const Epilogue& e, float* c, int64_t rs_c, int64_t m, int64_
 void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, const float* b, int64_t rs_b, float beta, float* c,
                  int64_t rs_c, const Epilogue* epilogue, int64_t row0, int64_t col0) {
-  if (m == kernel.mr && n == kernel.nr) {
+  // Narrow tiles take the half-width kernel where there is one: half the FMAs.
+  const bool half = kernel.half_width && n <= kernel.nr / 2;
+  const gk_ukernel_fn fn = half ? kernel.half_width : kernel.full_tile;
+  const int64_t tile_cols = half ? kernel.nr / 2 : kernel.nr;
+  if (m == kernel.mr && n == tile_cols) {
     const gk_ukernel_args args{a, b, c, k, rs_b, rs_c, alpha, beta};
-    kernel.full_tile(&args);
+    fn(&args);
   } else {
     // Partial tile: the kernel writes a full local tile with beta = 0, and only the m x n
     // part is merged into C, reading C only when beta != 0.
     alignas(64) float tile[kMaxTileFloats];
     const gk_ukernel_args args{a, b, tile, k, rs_b, kernel.nr, alpha, 0.0f};
-    kernel.full_tile(&args);
+    fn(&args);
     for (int64_t i = 0; i < m; ++i) {
       float* crow = c + i * rs_c;
       const float* trow = tile + i * kernel.nr;

@@ -1,0 +1,267 @@
+// gemmkit vs OpenBLAS sgemm in the same process (OpenBLAS is dlopen'ed with RTLD_LOCAL so
+// the two cblas_sgemm symbols never clash). Every point is timed for both libraries back
+// to back, the order alternating by round; each round is one google-benchmark measurement
+// per point, and the table reports medians over rounds and the best round.
+//
+//   bench_gemm [--rounds=N] [--threads=1,2] [--quick] [--out=DIR] [--openblas=LIB]
+//
+// Writes DIR/gemm.md (the table), DIR/gemm.csv (every round), DIR/gemm.png (gnuplot).
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gemmkit.h"
+#include "peak.h"
+
+namespace {
+
+using SgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, int, int, int, float,
+                         const float*, int, const float*, int, float, float*, int);
+
+struct Library {
+  std::string name;
+  SgemmFn sgemm;
+  void (*set_threads)(int);
+  bool spins_after_call;  // OpenBLAS's pthread workers spin ~0.1 s after each call
+};
+
+struct Shape {
+  std::string label;
+  int m, n, k;
+  CBLAS_TRANSPOSE ta, tb;
+};
+
+std::vector<Shape> shapes(bool quick) {
+  std::vector<Shape> v;
+  std::vector<int> squares = {32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 4096};
+  if (quick) squares = {64, 256, 1024};
+  for (int s : squares) v.push_back({std::to_string(s), s, s, s, CblasNoTrans, CblasNoTrans});
+  v.push_back({"NT 1024", 1024, 1024, 1024, CblasNoTrans, CblasTrans});
+  v.push_back({"TN 1024", 1024, 1024, 1024, CblasTrans, CblasNoTrans});
+  // GEMMs that conv layers make (M = output channels, N = output pixels, K = C*R*S).
+  v.push_back({"64x3136x576", 64, 3136, 576, CblasNoTrans, CblasNoTrans});
+  v.push_back({"256x3136x64", 256, 3136, 64, CblasNoTrans, CblasNoTrans});
+  v.push_back({"512x49x4608", 512, 49, 4608, CblasNoTrans, CblasNoTrans});
+  v.push_back({"1000x1x512", 1000, 1, 512, CblasNoTrans, CblasNoTrans});
+  if (!quick) v.push_back({"96x12544x32", 96, 12544, 32, CblasNoTrans, CblasNoTrans});
+  return v;
+}
+
+// Operands for a shape, row-major as the conv GEMMs are, allocated once.
+struct Operands {
+  std::vector<float> a, b, c;
+  int lda, ldb, ldc;
+  explicit Operands(const Shape& s) {
+    std::mt19937 rng(42);
+    std::uniform_real_distribution<float> d(-1, 1);
+    a.resize(size_t(s.m) * s.k);
+    b.resize(size_t(s.k) * s.n);
+    c.assign(size_t(s.m) * s.n, 0.0f);
+    for (float& x : a) x = d(rng);
+    for (float& x : b) x = d(rng);
+    lda = s.ta == CblasNoTrans ? s.k : s.m;
+    ldb = s.tb == CblasNoTrans ? s.n : s.k;
+    ldc = s.n;
+  }
+};
+
+std::string point_name(const Shape& s, int threads, const std::string& lib) {
+  std::string label = s.label;
+  std::replace(label.begin(), label.end(), ' ', '_');
+  return "sgemm/" + label + "/t" + std::to_string(threads) + "/" + lib;
+}
+
+// Collects seconds per call of each run, by benchmark name.
+class Collector : public benchmark::ConsoleReporter {
+ public:
+  std::map<std::string, double> seconds;
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs)
+      if (r.iterations > 0) seconds[r.run_name.function_name] = r.real_accumulated_time / double(r.iterations);
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+std::string arg(int argc, char** argv, const std::string& key, const std::string& fallback) {
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--" + key) return "1";
+    if (s.rfind("--" + key + "=", 0) == 0) return s.substr(key.size() + 3);
+  }
+  return fallback;
+}
+
+std::string escape_regex(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (std::string("\\^$.|?*+()[]{}").find(ch) != std::string::npos) out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = arg(argc, argv, "quick", "") == "1";
+  const int rounds = std::stoi(arg(argc, argv, "rounds", quick ? "2" : "3"));
+  const std::string out_dir = arg(argc, argv, "out", "build/bench");
+  const std::string openblas_path = arg(argc, argv, "openblas", "libopenblas.so.0");
+  std::vector<int> thread_counts;
+  {
+    std::stringstream ss(arg(argc, argv, "threads", "1,2"));
+    for (std::string t; std::getline(ss, t, ',');) thread_counts.push_back(std::stoi(t));
+  }
+
+  std::vector<Library> libs = {{"gemmkit", cblas_sgemm, gk_set_num_threads, false}};
+  void* handle = dlopen(openblas_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string openblas_core = "not found";
+  if (handle) {
+    auto ob_sgemm = reinterpret_cast<SgemmFn>(dlsym(handle, "cblas_sgemm"));
+    auto ob_threads = reinterpret_cast<void (*)(int)>(dlsym(handle, "openblas_set_num_threads"));
+    auto ob_core = reinterpret_cast<char* (*)()>(dlsym(handle, "openblas_get_corename"));
+    auto ob_config = reinterpret_cast<char* (*)()>(dlsym(handle, "openblas_get_config"));
+    if (ob_sgemm && ob_threads) libs.push_back({"openblas", ob_sgemm, ob_threads, true});
+    if (ob_core && ob_config) openblas_core = std::string(ob_core()) + " (" + ob_config() + ")";
+  } else {
+    std::fprintf(stderr, "bench: cannot load %s: %s; gemmkit only\n", openblas_path.c_str(), dlerror());
+  }
+
+  std::map<int, double> peak;  // threads -> GFLOP/s of the widest FMA the CPU has
+  double peak256_1 = gkbench::measure_fma_peak_gflops(256, 1);
+  double peak512_1 = gkbench::measure_fma_peak_gflops(512, 1);
+  for (int t : thread_counts)
+    peak[t] = std::max(gkbench::measure_fma_peak_gflops(256, t), gkbench::measure_fma_peak_gflops(512, t));
+
+  const std::vector<Shape> all_shapes = shapes(quick);
+  std::vector<std::unique_ptr<Operands>> data;
+  for (const Shape& s : all_shapes) data.emplace_back(new Operands(s));
+
+  for (size_t si = 0; si < all_shapes.size(); ++si)
+    for (int t : thread_counts)
+      for (const Library& lib : libs) {
+        const Shape s = all_shapes[si];
+        Operands* d = data[si].get();
+        benchmark::RegisterBenchmark(point_name(s, t, lib.name).c_str(),
+                                     [s, d, t, lib](benchmark::State& st) {
+                                       lib.set_threads(t);
+                                       for (auto _ : st)
+                                         lib.sgemm(CblasRowMajor, s.ta, s.tb, s.m, s.n, s.k, 1.0f,
+                                                   d->a.data(), d->lda, d->b.data(), d->ldb,
+                                                   0.0f, d->c.data(), d->ldc);
+                                       st.counters["GFLOPS"] = benchmark::Counter(
+                                           2.0 * s.m * s.n * s.k * 1e-9,
+                                           benchmark::Counter::kIsIterationInvariantRate);
+                                     })
+            ->MinTime(quick ? 0.1 : 0.25)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+  benchmark::Initialize(&argc, argv);
+
+  // samples[name] = seconds per call, one per round.
+  std::map<std::string, std::vector<double>> samples;
+  Collector collector;
+  for (int r = 0; r < rounds; ++r) {
+    for (const Shape& s : all_shapes)
+      for (int t : thread_counts)
+        for (size_t li = 0; li < libs.size(); ++li) {
+          const Library& lib = libs[(li + r) % libs.size()];  // alternate who goes first
+          const std::string name = point_name(s, t, lib.name);
+          collector.seconds.clear();
+          benchmark::RunSpecifiedBenchmarks(&collector, "^" + escape_regex(name) + "(/|$)");
+          if (collector.seconds.count(name)) samples[name].push_back(collector.seconds[name]);
+          if (lib.spins_after_call) usleep(200 * 1000);  // let its workers go to sleep
+        }
+  }
+
+  // ---- report
+  std::string cmd = "mkdir -p '" + out_dir + "'";
+  if (std::system(cmd.c_str()) != 0) return 1;
+  std::ofstream csv(out_dir + "/gemm.csv"), md(out_dir + "/gemm.md"), dat(out_dir + "/gemm.dat");
+  csv << "shape,m,n,k,threads,library,round,seconds,gflops\n";
+  std::ostringstream table;
+  table << "# gemmkit vs OpenBLAS sgemm (row-major, alpha=1, beta=0)\n\n"
+        << "- gemmkit: " << gk_config_string() << "\n"
+        << "- OpenBLAS: " << openblas_core << "\n"
+        << "- measured FMA peak, 1 thread: " << std::lround(peak256_1) << " GFLOP/s (AVX2)"
+        << (peak512_1 > 0 ? ", " + std::to_string(std::lround(peak512_1)) + " (AVX-512)" : std::string())
+        << "; " << rounds << " rounds, libraries interleaved point by point\n\n"
+        << "| shape (MxNxK) | threads | gemmkit GFLOP/s (median / best) | % peak | OpenBLAS GFLOP/s (median / best) | % peak | ratio (median) |\n"
+        << "|---|---|---|---|---|---|---|\n";
+  std::vector<double> log_ratios;
+  int index = 0;
+  for (const Shape& s : all_shapes) {
+    for (int t : thread_counts) {
+      const double flops = 2.0 * s.m * s.n * s.k;
+      double med[2] = {0, 0}, best[2] = {0, 0};
+      for (size_t li = 0; li < libs.size() && li < 2; ++li) {
+        const std::string name = point_name(s, t, libs[li].name);
+        std::vector<double> gf;
+        int round = 0;
+        for (double sec : samples[name]) {
+          gf.push_back(flops / sec * 1e-9);
+          csv << '"' << s.label << "\"," << s.m << ',' << s.n << ',' << s.k << ',' << t << ','
+              << libs[li].name << ',' << round++ << ',' << sec << ',' << gf.back() << '\n';
+        }
+        med[li] = median(gf);
+        best[li] = gf.empty() ? 0 : *std::max_element(gf.begin(), gf.end());
+      }
+      const double ratio = med[1] > 0 ? med[0] / med[1] : 0;
+      if (ratio > 0) log_ratios.push_back(std::log(ratio));
+      char row[256];
+      std::snprintf(row, sizeof row, "| %s (%dx%dx%d) | %d | %.1f / %.1f | %.0f%% | %.1f / %.1f | %.0f%% | %.2f |\n",
+                    s.label.c_str(), s.m, s.n, s.k, t, med[0], best[0], 100 * med[0] / peak[t], med[1],
+                    best[1], 100 * med[1] / peak[t], ratio);
+      table << row;
+      dat << index << " \"" << s.label << "\" " << t << ' ' << med[0] << ' ' << med[1] << '\n';
+    }
+    ++index;
+  }
+  if (!log_ratios.empty()) {
+    double sum = 0, worst = 1e9;
+    for (double l : log_ratios) sum += l, worst = std::min(worst, std::exp(l));
+    table << "\nGeometric mean ratio gemmkit/OpenBLAS: " << std::exp(sum / log_ratios.size())
+          << "; lowest: " << worst << "\n";
+  }
+  md << table.str();
+  std::printf("\n%s", table.str().c_str());
+
+  std::ofstream gp(out_dir + "/gemm.gp");
+  gp << "set terminal pngcairo size 1400,700\nset output '" << out_dir << "/gemm.png'\n"
+     << "set title 'sgemm GFLOP/s (median of rounds): gemmkit vs OpenBLAS'\n"
+     << "set ylabel 'GFLOP/s'\nset xtics rotate by -45\nset key top left\nset grid ytics\n"
+     << "plot";
+  for (size_t ti = 0; ti < thread_counts.size(); ++ti) {
+    const int t = thread_counts[ti];
+    gp << (ti ? "," : "") << " '" << out_dir << "/gemm.dat' using 1:($3==" << t
+       << "?$4:1/0):xtic(2) with linespoints title 'gemmkit " << t << "T', '" << out_dir
+       << "/gemm.dat' using 1:($3==" << t << "?$5:1/0) with linespoints dt 2 title 'OpenBLAS " << t << "T'";
+  }
+  gp << '\n';
+  gp.close();
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    std::string plot = "gnuplot '" + out_dir + "/gemm.gp' 2>/dev/null";
+    if (std::system(plot.c_str()) == 0) std::printf("plot: %s/gemm.png\n", out_dir.c_str());
+  }
+  std::printf("table: %s/gemm.md, samples: %s/gemm.csv\n", out_dir.c_str(), out_dir.c_str());
+  return 0;
+}
