@@ -243,6 +243,9 @@ int main(int argc, char** argv) {
           << "; lowest: " << worst << "\n";
   }
   md << table.str();
+  md.close();
+  csv.close();
+  dat.close();  // gnuplot reads it below
   std::printf("\n%s", table.str().c_str());
 
   std::ofstream gp(out_dir + "/gemm.gp");

@@ -28,16 +28,23 @@ typedef void (*gk_ukernel_fn)(const gk_ukernel_args* args);
 
 namespace gk {
 
-// One entry of an ISA's kernel table: the kernel, its shape, and its blocking preferences
-// used when the cache sizes are unknown.
+// A kernel of the same MR and contract but fewer columns, for the last panel of an N that
+// is not a multiple of NR (B panels keep their full NR width: rs_b is the packed width).
+struct NarrowKernel {
+  int nr;
+  gk_ukernel_fn fn;
+};
+
+// One entry of an ISA's kernel table: the kernel, its shape, and its blocking: MC and NC
+// are used when the cache sizes are unknown; KC is the value measured best with a 32 KiB
+// L1d, scaled with the L1d detected (src/gemm/config.cpp).
 struct KernelInfo {
   const char* name;     // what GEMMKIT_KERNEL / gk_set_kernel take: "avx512", "avx2", ...
   const char* isa;      // human-readable ISA level
   int mr, nr;
   gk_ukernel_fn full_tile;
-  // Optional MR x NR/2 kernel with the same contract (rs_b still the full panel's), used
-  // for tiles of at most NR/2 columns; nullptr when the ISA has none.
-  gk_ukernel_fn half_width;
+  // Narrower kernels by ascending width; unused entries are {0, nullptr}.
+  NarrowKernel narrower[2];
   int64_t default_mc, default_kc, default_nc;
   bool (*cpu_supports)();
   bool automatic;  // eligible for automatic selection (else only when named)
@@ -53,7 +60,7 @@ inline bool always_supported() { return true; }
 // the tables are constant-initialized (no cross-file static initialization order).
 extern "C" void gk_sgemm_4x8_generic(const gk_ukernel_args* args);
 constexpr KernelInfo generic_kernel_info() {
-  return {"generic", "portable C++", 4, 8, gk_sgemm_4x8_generic, nullptr, 128, 256, 4096,
+  return {"generic", "portable C++", 4, 8, gk_sgemm_4x8_generic, {}, 128, 256, 4096,
           always_supported, true};
 }
 

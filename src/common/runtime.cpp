@@ -169,9 +169,10 @@ void note_parallel_region() {
 int threads_for(double flops) {
   int n = max_threads();
   if (n <= 1 || omp_in_parallel() || in_forked_child_serial_mode()) return 1;
-  // Below ~4 MFLOP (a 128^3 GEMM) waking a team costs more than it saves (measured with
-  // perf/bench_gemm on Zen 4: the fork/join of a libgomp team is a few microseconds).
-  constexpr double kFlopsPerExtraThread = 4.0e6;
+  // Each extra thread needs ~0.8 MFLOP of work to pay for waking it and splitting the
+  // packing (Zen 3, 2 threads: 64^3 runs 63 GFLOP/s on one thread and 55 on two; 96^3
+  // runs 61 on one and 83 on two; 128^3 63 and 101).
+  constexpr double kFlopsPerExtraThread = 0.8e6;
   double useful = flops / kFlopsPerExtraThread;
   if (useful < n) n = useful < 1 ? 1 : static_cast<int>(useful);
   return n;

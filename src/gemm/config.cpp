@@ -22,9 +22,10 @@ int64_t plausible(int64_t bytes, int64_t lo, int64_t hi) {
 
 }  // namespace
 
-// Blocking (BLIS analytical model, refined by measurement on Zen 4 with perf/bench_gemm):
-//  - KC: the KC x NR B micro-panel, reused by every A micro-panel of the block, takes
-//    half of L1d, leaving the other half to the streaming A micro-panels and C.
+// Blocking (BLIS analytical model, refined by measurement with perf/bench_gemm):
+//  - KC: each kernel's table entry holds the KC measured best with a 32 KiB L1d (Zen 3:
+//    4x24 best at 336 among 168/256/336, 6x16 at 256 among 128..512); it scales with the
+//    detected L1d, since the KC x NR B micro-panel is what must stay in L1.
 //  - MC: the MC x KC packed A block takes half of L2 (the other half: B panels, C tiles).
 //  - NC: the KC x NC packed B block takes half of L3, at most 4096 columns.
 // Defaults from the kernel table when a level is unknown; GEMMKIT_MC/KC/NC override.
@@ -34,7 +35,7 @@ KernelConfig derive_blocking(const KernelInfo& kernel) {
   const int64_t l2 = plausible(c.l2_bytes, 64 << 10, 64 << 20);
   const int64_t l3 = plausible(c.l3_bytes, 1 << 20, 1 << 30);
   KernelConfig cfg{&kernel, kernel.default_mc, kernel.default_kc, kernel.default_nc};
-  if (l1) cfg.kc = std::clamp<int64_t>(round_down_to(l1 / 2 / (kernel.nr * 4), 8), 64, 1024);
+  if (l1) cfg.kc = std::clamp<int64_t>(round_down_to(kernel.default_kc * l1 / (32 << 10), 8), 64, 1024);
   if (l2) cfg.mc = std::clamp<int64_t>(round_down_to(l2 / 2 / (cfg.kc * 4), kernel.mr),
                                        kernel.mr, 2048);
   if (l3) cfg.nc = std::clamp<int64_t>(round_down_to(l3 / 2 / (cfg.kc * 4), kernel.nr),

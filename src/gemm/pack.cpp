@@ -89,6 +89,7 @@ void pack_panel(const float* src, int64_t s_t, int64_t s_p, int64_t count, int64
     case 12: return pack_panel_impl<12>(src, s_t, s_p, count, kc, dst, width);
     case 14: return pack_panel_impl<14>(src, s_t, s_p, count, kc, dst, width);
     case 16: return pack_panel_impl<16>(src, s_t, s_p, count, kc, dst, width);
+    case 24: return pack_panel_impl<24>(src, s_t, s_p, count, kc, dst, width);
     case 32: return pack_panel_impl<32>(src, s_t, s_p, count, kc, dst, width);
     default: return pack_panel_impl<0>(src, s_t, s_p, count, kc, dst, width);
   }

@@ -27,10 +27,16 @@ void apply_epilogue(const Epilogue& e, float* c, int64_t rs_c, int64_t m, int64_
 void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, const float* b, int64_t rs_b, float beta, float* c,
                  int64_t rs_c, const Epilogue* epilogue, int64_t row0, int64_t col0) {
-  // Narrow tiles take the half-width kernel where there is one: half the FMAs.
-  const bool half = kernel.half_width && n <= kernel.nr / 2;
-  const gk_ukernel_fn fn = half ? kernel.half_width : kernel.full_tile;
-  const int64_t tile_cols = half ? kernel.nr / 2 : kernel.nr;
+  // Narrow tiles take the narrowest kernel that covers them: fewer wasted FMAs.
+  gk_ukernel_fn fn = kernel.full_tile;
+  int64_t tile_cols = kernel.nr;
+  for (const NarrowKernel& narrow : kernel.narrower) {
+    if (narrow.fn && n <= narrow.nr) {
+      fn = narrow.fn;
+      tile_cols = narrow.nr;
+      break;
+    }
+  }
   if (m == kernel.mr && n == tile_cols) {
     const gk_ukernel_args args{a, b, c, k, rs_b, rs_c, alpha, beta};
     fn(&args);
