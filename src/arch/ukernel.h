@@ -28,6 +28,11 @@ typedef void (*gk_ukernel_fn)(const gk_ukernel_args* args);
 
 namespace gk {
 
+// The vector ISA that the C++ helpers around a kernel (packing, GEMV) are compiled for
+// while it is active: the same level as the kernel, so forcing a kernel also selects the
+// helper code under test.
+enum class SimdLevel { Baseline, Avx2, Avx512 };
+
 // A kernel of the same MR and contract but fewer columns, for the last panel of an N that
 // is not a multiple of NR (B panels keep their full NR width: rs_b is the packed width).
 struct NarrowKernel {
@@ -41,6 +46,7 @@ struct NarrowKernel {
 struct KernelInfo {
   const char* name;     // what GEMMKIT_KERNEL / gk_set_kernel take: "avx512", "avx2", ...
   const char* isa;      // human-readable ISA level
+  SimdLevel simd;
   int mr, nr;
   gk_ukernel_fn full_tile;
   // Narrower kernels by ascending width; unused entries are {0, nullptr}.
@@ -60,7 +66,7 @@ inline bool always_supported() { return true; }
 // the tables are constant-initialized (no cross-file static initialization order).
 extern "C" void gk_sgemm_4x8_generic(const gk_ukernel_args* args);
 constexpr KernelInfo generic_kernel_info() {
-  return {"generic", "portable C++", 4, 8, gk_sgemm_4x8_generic, {}, 128, 256, 4096,
+  return {"generic", "portable C++", SimdLevel::Baseline, 4, 8, gk_sgemm_4x8_generic, {}, 128, 256, 4096,
           always_supported, true};
 }
 

@@ -9,6 +9,8 @@
 //       barrier (B is repacked next)
 //
 // Threads split the (ic, jr) work as a wm x wn grid chosen per NC block to balance tiles.
+// When all of M fits one MC block, B micro-panels are instead packed just before use
+// (gemm_packed_b_per_panel).
 #include <omp.h>
 
 #include <algorithm>
@@ -79,7 +81,76 @@ Range share(int64_t total_units, int index, int parts, int64_t unit, int64_t lim
 
 }  // namespace
 
-void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads) {
+namespace {
+
+// The A block of rows [ic, ic + mc) x K range [pc, pc + kc), as micro-panel pointers.
+void pack_a_block(const GemmProblem& p, int mr, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+                  float* a_block, std::vector<const float*>& a_panels) {
+  for (int64_t ir = 0; ir < mc; ir += mr)
+    a_panels[ir / mr] =
+        p.a->panel(ic + ir, std::min<int64_t>(mr, mc - ir), pc, kc, mr, a_block + ir * kc);
+}
+
+// Where the ir loop spreads its prefetches: columns [j, j + cols) of K range [k0, k0 + kc).
+struct PrefetchTarget {
+  int64_t k0 = 0, kc = 0, j = 0, cols = 0;
+};
+
+// The ir loop: every A micro-panel of the block against one packed B micro-panel. After
+// each kernel call it prefetches a slice of `next` (if any), so fetching the next B panel
+// overlaps this panel's computation.
+void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, int64_t mc,
+                      int64_t j, int64_t cols, int64_t kc, float beta, bool last_k,
+                      const std::vector<const float*>& a_panels, const float* b_panel,
+                      const PrefetchTarget& next = {}) {
+  const int64_t calls = ceil_div(mc, ker.mr);
+  const int64_t slice = ceil_div(next.kc, calls);
+  for (int64_t ir = 0, call = 0; ir < mc; ir += ker.mr, ++call) {
+    run_ukernel(ker, std::min<int64_t>(ker.mr, mc - ir), cols, kc, p.alpha, a_panels[ir / ker.mr],
+                b_panel, ker.nr, beta, p.c + (ic + ir) * p.rs_c + j, p.rs_c,
+                last_k ? &p.epilogue : nullptr, ic + ir, j);
+    const int64_t k_begin = call * slice;
+    if (k_begin < next.kc)
+      p.b->prefetch(next.k0 + k_begin, std::min(slice, next.kc - k_begin), next.j, next.cols);
+  }
+}
+
+// All of M in one MC block: each thread takes a share of the B micro-panels and packs
+// each one just before its ir loop, into a buffer that stays in L1. The packed B block
+// of the general path would not fit L2 when N is large (336 x 3136 floats is 4 MiB), so
+// for few rows its trip through L3 and back costs more than it saves. Nothing is shared
+// between threads, so there are no barriers; each thread packs the (small) A block.
+void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int threads) {
+  const KernelInfo& ker = *cfg.kernel;
+  const int mr = ker.mr, nr = ker.nr;
+  const int64_t kc_max = std::min(cfg.kc, p.k), mc = p.m;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+    float* a_block = scratch(ScratchSlot::PackedA, round_up(mc, mr) * kc_max);
+    float* b_panel = scratch(ScratchSlot::PackedB, kc_max * nr);
+    if (!a_block || !b_panel) out_of_memory(round_up(mc, mr) * kc_max + kc_max * nr);
+    std::vector<const float*> a_panels(static_cast<size_t>(mc / mr + 1));
+    const int64_t panels = ceil_div(p.n, nr);
+    const Range mine = share(panels, tid, nt, 1, panels);
+    for_each_balanced_block(p.k, cfg.kc, 1, [&](int64_t pc, int64_t kc) {
+      const bool last_k = pc + kc == p.k;
+      const float beta = pc == 0 ? p.beta : 1.0f;
+      if (mine.begin < mine.end) pack_a_block(p, mr, 0, mc, pc, kc, a_block, a_panels);
+      for (int64_t q = mine.begin; q < mine.end; ++q) {
+        const int64_t j = q * nr, cols = std::min<int64_t>(nr, p.n - j);
+        p.b->pack_panel(pc, kc, j, cols, nr, b_panel);
+        PrefetchTarget next;
+        if (q + 1 < mine.end) next = {pc, kc, j + nr, std::min<int64_t>(nr, p.n - j - nr)};
+        run_panel_column(p, ker, 0, mc, j, cols, kc, beta, last_k, a_panels, b_panel, next);
+      }
+    });
+  }
+}
+
+// The general case: the B block (KC x NC) is packed once by all threads together and
+// shared; threads split the (ic, jr) work as a grid.
+void gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int threads) {
   const KernelInfo& ker = *cfg.kernel;
   const int mr = ker.mr, nr = ker.nr;
   const int64_t kc_max = std::min(cfg.kc, p.k);
@@ -87,7 +158,6 @@ void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads) {
   const int64_t mc_max = std::min(cfg.mc, round_up(p.m, mr));
   float* b_block = scratch(ScratchSlot::PackedB, kc_max * nc_max);
   if (!b_block) out_of_memory(kc_max * nc_max);
-  if (threads > 1) note_parallel_region();
 
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
@@ -112,21 +182,25 @@ void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads) {
 #pragma omp barrier
         for_each_balanced_block(rows.end - rows.begin, cfg.mc, mr, [&](int64_t off, int64_t mc) {
           const int64_t ic = rows.begin + off;
-          for (int64_t ir = 0; ir < mc; ir += mr)
-            a_panels[ir / mr] = p.a->panel(ic + ir, std::min<int64_t>(mr, mc - ir), pc, kc,
-                                           mr, a_block + ir * kc);
-          for (int64_t q = my_panels.begin; q < my_panels.end; ++q) {
-            const int64_t j = jc + q * nr, cols = std::min<int64_t>(nr, nc - q * nr);
-            for (int64_t ir = 0; ir < mc; ir += mr)
-              run_ukernel(ker, std::min<int64_t>(mr, mc - ir), cols, kc, p.alpha,
-                          a_panels[ir / mr], b_block + q * kc * nr, nr, beta,
-                          p.c + (ic + ir) * p.rs_c + j, p.rs_c,
-                          last_k ? &p.epilogue : nullptr, ic + ir, j);
-          }
+          pack_a_block(p, mr, ic, mc, pc, kc, a_block, a_panels);
+          for (int64_t q = my_panels.begin; q < my_panels.end; ++q)
+            run_panel_column(p, ker, ic, mc, jc + q * nr, std::min<int64_t>(nr, nc - q * nr), kc,
+                             beta, last_k, a_panels, b_block + q * kc * nr);
         });
 #pragma omp barrier
       });
     });
+  }
+}
+
+}  // namespace
+
+void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads) {
+  if (threads > 1) note_parallel_region();
+  if (p.m <= cfg.mc) {
+    gemm_packed_b_per_panel(p, cfg, threads);
+  } else {
+    gemm_packed_shared_b(p, cfg, threads);
   }
 }
 

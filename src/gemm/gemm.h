@@ -38,6 +38,11 @@ class BPacker {
   virtual ~BPacker() = default;
   virtual void pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
                           float* dst) const = 0;
+  // Hints that rows [k0, k0 + kc) of columns [j0, j0 + cols) will be packed soon, so the
+  // driver can overlap fetching them with computing on the current panel.
+  virtual void prefetch(int64_t k0, int64_t kc, int64_t j0, int64_t cols) const {
+    (void)k0, (void)kc, (void)j0, (void)cols;
+  }
 };
 
 // A plain strided A matrix, packed on the fly.
@@ -57,6 +62,7 @@ class PlainB final : public BPacker {
   explicit PlainB(MatrixView b) : b_(b) {}
   void pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
                   float* dst) const override;
+  void prefetch(int64_t k0, int64_t kc, int64_t j0, int64_t cols) const override;
   const MatrixView& view() const { return b_; }
 
  private:

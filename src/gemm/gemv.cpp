@@ -142,9 +142,11 @@ struct GemvImpl {
 };
 GemvImpl gemv_impl() {
 #if defined(__x86_64__)
-  const std::string name = active_config().kernel->name;
-  if (name == "avx512") return {gemv_dot_avx512, gemv_axpy_avx512};
-  if (name == "avx2") return {gemv_dot_avx2, gemv_axpy_avx2};
+  switch (active_config().kernel->simd) {
+    case SimdLevel::Avx512: return {gemv_dot_avx512, gemv_axpy_avx512};
+    case SimdLevel::Avx2: return {gemv_dot_avx2, gemv_axpy_avx2};
+    case SimdLevel::Baseline: break;
+  }
 #endif
   return {gemv_dot_portable, gemv_axpy_portable};
 }

@@ -1,7 +1,10 @@
 // Packing of plain strided matrices into micro-panels (the PlainA / PlainB sources).
 // Two layouts matter: the panel's short dimension contiguous in memory (a straight copy
-// per k step) or its long dimension contiguous (a transpose in 4 x 4 register blocks).
-// Written with 128-bit GCC vectors so the same code is SSE on x86-64 and NEON on arm64.
+// per k step) or its long dimension contiguous (a transpose in 4 x 8 register blocks).
+// Written with GCC vector types so the same code compiles to AVX2, SSE or NEON.
+// Vector types only cross always-inline calls, so the ABI note about them does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <cstring>
 
 #include "gemm/gemm.h"
@@ -10,34 +13,57 @@ namespace gk {
 namespace {
 
 typedef float v4 __attribute__((vector_size(16)));
+typedef float v8 __attribute__((vector_size(32)));
 
-inline v4 load4(const float* p) {
-  v4 v;
+#define GK_INLINE inline __attribute__((always_inline))
+
+GK_INLINE v8 load8(const float* p) {
+  v8 v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store4(float* p, v4 v) { std::memcpy(p, &v, sizeof v); }
+GK_INLINE void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
+GK_INLINE void store4(float* p, v4 v) { std::memcpy(p, &v, sizeof v); }
+GK_INLINE v4 low_half(v8 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3); }
+GK_INLINE v4 high_half(v8 v) { return __builtin_shufflevector(v, v, 4, 5, 6, 7); }
 
-// Transposes the 4 x 4 block whose rows start at r0..r3 (row stride handled by the
-// caller) into 4 vectors, one per column: out[q] = {r0[q], r1[q], r2[q], r3[q]}.
-inline void transpose4(v4 r0, v4 r1, v4 r2, v4 r3, v4 out[4]) {
-  const v4 t0 = __builtin_shufflevector(r0, r1, 0, 4, 1, 5);
-  const v4 t1 = __builtin_shufflevector(r0, r1, 2, 6, 3, 7);
-  const v4 t2 = __builtin_shufflevector(r2, r3, 0, 4, 1, 5);
-  const v4 t3 = __builtin_shufflevector(r2, r3, 2, 6, 3, 7);
-  out[0] = __builtin_shufflevector(t0, t2, 0, 1, 4, 5);
-  out[1] = __builtin_shufflevector(t0, t2, 2, 3, 6, 7);
-  out[2] = __builtin_shufflevector(t1, t3, 0, 1, 4, 5);
-  out[3] = __builtin_shufflevector(t1, t3, 2, 3, 6, 7);
+// Transposes 4 source rows of 8 k steps: on return g[q] holds column q in its low half
+// and column q + 4 in its high half, each as {row0, row1, row2, row3} (the 256-bit
+// unpack/shuffle pattern; two 128-bit halves each on SSE and NEON).
+GK_INLINE void transpose_4x8(v8 r0, v8 r1, v8 r2, v8 r3, v8 g[4]) {
+  const v8 t0 = __builtin_shufflevector(r0, r1, 0, 8, 1, 9, 4, 12, 5, 13);
+  const v8 t1 = __builtin_shufflevector(r0, r1, 2, 10, 3, 11, 6, 14, 7, 15);
+  const v8 t2 = __builtin_shufflevector(r2, r3, 0, 8, 1, 9, 4, 12, 5, 13);
+  const v8 t3 = __builtin_shufflevector(r2, r3, 2, 10, 3, 11, 6, 14, 7, 15);
+  g[0] = __builtin_shufflevector(t0, t2, 0, 1, 8, 9, 4, 5, 12, 13);
+  g[1] = __builtin_shufflevector(t0, t2, 2, 3, 10, 11, 6, 7, 14, 15);
+  g[2] = __builtin_shufflevector(t1, t3, 0, 1, 8, 9, 4, 5, 12, 13);
+  g[3] = __builtin_shufflevector(t1, t3, 2, 3, 10, 11, 6, 7, 14, 15);
+}
+
+// Writes the 4 x 8 transposed block at dst (k step q at dst + q * width, rows at +0..3).
+template <int kWidth>
+GK_INLINE void store_transposed(const v8 g[4], float* dst, int width) {
+  if (kWidth == 4) {  // the 8 k steps are 32 contiguous floats
+    store8(dst, __builtin_shufflevector(g[0], g[1], 0, 1, 2, 3, 8, 9, 10, 11));
+    store8(dst + 8, __builtin_shufflevector(g[2], g[3], 0, 1, 2, 3, 8, 9, 10, 11));
+    store8(dst + 16, __builtin_shufflevector(g[0], g[1], 4, 5, 6, 7, 12, 13, 14, 15));
+    store8(dst + 24, __builtin_shufflevector(g[2], g[3], 4, 5, 6, 7, 12, 13, 14, 15));
+    return;
+  }
+  for (int q = 0; q < 4; ++q) {
+    store4(dst + q * width, low_half(g[q]));
+    store4(dst + (q + 4) * width, high_half(g[q]));
+  }
 }
 
 // dst[p * width + t] = src[t * s_t + p * s_p] for t < count, zero for count <= t < width.
 // `s_t == 1`: each k step copies `count` contiguous floats.
-// `s_p == 1`: each of the `count` sources is contiguous along p: a transpose, done in
-//             4 x 4 register blocks.
+// `s_p == 1`: each of the `count` sources is contiguous along p: a transpose, in blocks
+//             of 4 sources x 8 k steps.
 template <int kWidth>
-void pack_panel_impl(const float* src, int64_t s_t, int64_t s_p, int64_t count, int64_t kc,
-                     float* dst, int width_runtime) {
+GK_INLINE void pack_panel_impl(const float* src, int64_t s_t, int64_t s_p, int64_t count,
+                               int64_t kc, float* dst, int width_runtime) {
   const int width = kWidth > 0 ? kWidth : width_runtime;
   if (s_t == 1) {
     for (int64_t p = 0; p < kc; ++p, dst += width) {
@@ -52,21 +78,21 @@ void pack_panel_impl(const float* src, int64_t s_t, int64_t s_p, int64_t count, 
     return;
   }
   if (s_p == 1) {
-    const int64_t t4 = count / 4 * 4, p4 = kc / 4 * 4;
-    for (int64_t p = 0; p < p4; p += 4) {
+    const int64_t t4 = count / 4 * 4, p8 = kc / 8 * 8;
+    for (int64_t p = 0; p < p8; p += 8) {
       float* d = dst + p * width;
       for (int64_t t = 0; t < t4; t += 4) {
         const float* r = src + t * s_t + p;
-        v4 cols[4];
-        transpose4(load4(r), load4(r + s_t), load4(r + 2 * s_t), load4(r + 3 * s_t), cols);
-        for (int q = 0; q < 4; ++q) store4(d + q * width + t, cols[q]);
+        v8 g[4];
+        transpose_4x8(load8(r), load8(r + s_t), load8(r + 2 * s_t), load8(r + 3 * s_t), g);
+        store_transposed<kWidth>(g, d + t, width);
       }
       for (int64_t t = t4; t < count; ++t)
-        for (int q = 0; q < 4; ++q) d[q * width + t] = src[t * s_t + p + q];
+        for (int q = 0; q < 8; ++q) d[q * width + t] = src[t * s_t + p + q];
       for (int64_t t = count; t < width; ++t)
-        for (int q = 0; q < 4; ++q) d[q * width + t] = 0.0f;
+        for (int q = 0; q < 8; ++q) d[q * width + t] = 0.0f;
     }
-    for (int64_t p = p4; p < kc; ++p) {
+    for (int64_t p = p8; p < kc; ++p) {
       float* d = dst + p * width;
       for (int64_t t = 0; t < count; ++t) d[t] = src[t * s_t + p];
       for (int64_t t = count; t < width; ++t) d[t] = 0.0f;
@@ -80,8 +106,8 @@ void pack_panel_impl(const float* src, int64_t s_t, int64_t s_p, int64_t count, 
 }
 
 // Dispatches on the panel width so the common kernel shapes get fully unrolled copies.
-void pack_panel(const float* src, int64_t s_t, int64_t s_p, int64_t count, int64_t kc,
-                int width, float* dst) {
+GK_INLINE void pack_panel_any_width(const float* src, int64_t s_t, int64_t s_p, int64_t count,
+                                    int64_t kc, int width, float* dst) {
   switch (width) {
     case 4: return pack_panel_impl<4>(src, s_t, s_p, count, kc, dst, width);
     case 6: return pack_panel_impl<6>(src, s_t, s_p, count, kc, dst, width);
@@ -95,6 +121,32 @@ void pack_panel(const float* src, int64_t s_t, int64_t s_p, int64_t count, int64
   }
 }
 
+using PackFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int, float*);
+
+// One instance per ISA; the always-inline bodies take the wrapper's target.
+void pack_panel_baseline(const float* src, int64_t s_t, int64_t s_p, int64_t count, int64_t kc,
+                         int width, float* dst) {
+  pack_panel_any_width(src, s_t, s_p, count, kc, width, dst);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void pack_panel_avx2(const float* src, int64_t s_t, int64_t s_p,
+                                                     int64_t count, int64_t kc, int width,
+                                                     float* dst) {
+  pack_panel_any_width(src, s_t, s_p, count, kc, width, dst);
+}
+#endif
+
+// The AVX2 packing goes with the AVX2 and AVX-512 kernels, the baseline one with the
+// others, so that forcing GEMMKIT_KERNEL=generic also tests the baseline packing.
+void pack_panel(const float* src, int64_t s_t, int64_t s_p, int64_t count, int64_t kc,
+                int width, float* dst) {
+#if defined(__x86_64__)
+  if (active_config().kernel->simd != SimdLevel::Baseline)
+    return pack_panel_avx2(src, s_t, s_p, count, kc, width, dst);
+#endif
+  pack_panel_baseline(src, s_t, s_p, count, kc, width, dst);
+}
+
 }  // namespace
 
 const float* PlainA::panel(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr,
@@ -106,6 +158,18 @@ const float* PlainA::panel(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int
 void PlainB::pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
                         float* dst) const {
   gk::pack_panel(&b_.at(k0, j0), b_.cs, b_.rs, cols, kc, nr, dst);
+}
+
+void PlainB::prefetch(int64_t k0, int64_t kc, int64_t j0, int64_t cols) const {
+  constexpr int64_t kLineFloats = 16;
+  if (b_.cs == 1) {  // kc short rows
+    for (int64_t p = k0; p < k0 + kc; ++p)
+      for (int64_t j = 0; j < cols; j += kLineFloats) __builtin_prefetch(&b_.at(p, j0 + j));
+  } else {  // cols runs along K (or scattered: one element at a time)
+    const int64_t step = b_.rs == 1 ? kLineFloats : 1;
+    for (int64_t j = j0; j < j0 + cols; ++j)
+      for (int64_t p = k0; p < k0 + kc; p += step) __builtin_prefetch(&b_.at(p, j));
+  }
 }
 
 }  // namespace gk

@@ -10,7 +10,7 @@ extern "C" void gk_sgemm_8x12_neon(const gk_ukernel_args*);
 namespace gk {
 namespace {
 const KernelInfo kTable[] = {
-    {"neon", "AArch64 NEON", 8, 12, gk_sgemm_8x12_neon, {}, 240, 352, 4092, always_supported, true},
+    {"neon", "AArch64 NEON", SimdLevel::Baseline, 8, 12, gk_sgemm_8x12_neon, {}, 240, 352, 4092, always_supported, true},
     generic_kernel_info(),
 };
 }  // namespace
