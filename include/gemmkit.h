@@ -47,6 +47,63 @@ const char *gk_status_string(gk_status s);
 /* This thread's last error message ("" when none). */
 const char *gk_last_error(void);
 
+/* ------------------------------------------------------------------ convolution
+ * 2-D convolution for inference. A plan is made once per layer (it validates the
+ * descriptor, picks an algorithm, packs the weights); running it is thread-safe and
+ * allocates nothing beyond a per-thread workspace reused across calls. */
+
+typedef enum {
+  GK_LAYOUT_NCHW = 0,
+  GK_LAYOUT_NHWC,
+  GK_LAYOUT_NCHW4, /* NCHWx: channels in blocks of x, zero-padded to a multiple of x */
+  GK_LAYOUT_NCHW8,
+  GK_LAYOUT_NCHW16
+} gk_layout;
+
+typedef enum { GK_ACT_NONE = 0, GK_ACT_RELU, GK_ACT_RELU6 } gk_activation;
+
+typedef enum {
+  GK_CONV_ALGO_AUTO = 0,
+  GK_CONV_ALGO_FASTRUN, /* behaves like AUTO until Fast-Run lands */
+  GK_CONV_ALGO_IM2COL_GEMM,
+  GK_CONV_ALGO_GEMM_1X1,
+  GK_CONV_ALGO_DIRECT,
+  GK_CONV_ALGO_DEPTHWISE,
+  GK_CONV_ALGO_WINOGRAD_F23,
+  GK_CONV_ALGO_WINOGRAD_F43,
+  GK_CONV_ALGO_WINOGRAD_F63
+} gk_conv_algo;
+
+typedef struct {
+  int64_t batch, in_channels, in_height, in_width, out_channels;
+  int64_t kernel_h, kernel_w, stride_h, stride_w;
+  int64_t pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups;
+  gk_layout layout;         /* input and output */
+  gk_activation activation; /* fused after bias */
+  uint32_t flags;           /* GK_CONV_FLAG_* */
+} gk_conv_desc;
+
+/* AUTO/FASTRUN never pick an algorithm less accurate than direct (Winograd F43, F63). */
+#define GK_CONV_FLAG_HIGH_ACCURACY 1u
+
+typedef struct gk_conv_plan gk_conv_plan;
+
+/* Zeroes the descriptor, then sets strides, dilations and groups to 1. */
+void gk_conv_desc_init(gk_conv_desc *d);
+gk_status gk_conv_output_size(const gk_conv_desc *d, int64_t *out_h, int64_t *out_w);
+/* weights: OIHW, [out_channels][in_channels / groups][kernel_h][kernel_w], copied.
+ * bias: NULL or out_channels floats, copied. */
+gk_status gk_conv_plan_create(const gk_conv_desc *d, const float *weights, const float *bias,
+                              gk_conv_algo algo, gk_conv_plan **plan);
+gk_status gk_conv_run(const gk_conv_plan *plan, const float *input, float *output);
+const char *gk_conv_plan_algo_name(const gk_conv_plan *plan);
+void gk_conv_plan_destroy(gk_conv_plan *plan);
+/* Floats a tensor of this shape takes in this layout (NCHWx pads the channels). -1 when the
+ * arguments are invalid. */
+int64_t gk_tensor_size(gk_layout layout, int64_t n, int64_t c, int64_t h, int64_t w);
+gk_status gk_convert_layout(const float *src, gk_layout src_layout, float *dst,
+                            gk_layout dst_layout, int64_t n, int64_t c, int64_t h, int64_t w);
+
 #ifdef __cplusplus
 }
 #endif

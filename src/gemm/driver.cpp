@@ -127,9 +127,9 @@ void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-    float* a_block = scratch(ScratchSlot::PackedA, round_up(mc, mr) * kc_max);
+    float* a_block = p.a->prepacked() ? nullptr : scratch(ScratchSlot::PackedA, round_up(mc, mr) * kc_max);
     float* b_panel = scratch(ScratchSlot::PackedB, kc_max * nr);
-    if (!a_block || !b_panel) out_of_memory(round_up(mc, mr) * kc_max + kc_max * nr);
+    if ((!a_block && !p.a->prepacked()) || !b_panel) out_of_memory(round_up(mc, mr) * kc_max + kc_max * nr);
     std::vector<const float*> a_panels(static_cast<size_t>(mc / mr + 1));
     const int64_t panels = ceil_div(p.n, nr);
     const Range mine = share(panels, tid, nt, 1, panels);
@@ -162,8 +162,8 @@ void gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-    float* a_block = scratch(ScratchSlot::PackedA, mc_max * kc_max);
-    if (!a_block) out_of_memory(mc_max * kc_max);
+    float* a_block = p.a->prepacked() ? nullptr : scratch(ScratchSlot::PackedA, mc_max * kc_max);
+    if (!a_block && !p.a->prepacked()) out_of_memory(mc_max * kc_max);
     std::vector<const float*> a_panels(static_cast<size_t>(mc_max / mr + 1));
 
     for_each_balanced_block(p.n, cfg.nc, nr, [&](int64_t jc, int64_t nc) {

@@ -28,6 +28,8 @@ class ASource {
   virtual ~ASource() = default;
   virtual const float* panel(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr,
                              float* scratch) const = 0;
+  // True when panel() never writes `scratch` (the driver then allocates none).
+  virtual bool prepacked() const { return false; }
 };
 
 // Where the driver gets B micro-panels: "fill this kc x NR micro-panel" for K range
@@ -54,6 +56,27 @@ class PlainA final : public ASource {
 
  private:
   MatrixView a_;
+};
+
+// A matrix packed once into MR-row micro-panels over its whole K (conv weights, packed at
+// plan time): panel i occupies [i * K * MR, (i + 1) * K * MR). Only valid with the MR it
+// was packed for, and with i0 a multiple of MR (as the driver asks).
+class PackedA final : public ASource {
+ public:
+  PackedA(const MatrixView& a, int64_t m, int64_t k, int mr);
+  ~PackedA() override;
+  PackedA(const PackedA&) = delete;
+  PackedA& operator=(const PackedA&) = delete;
+  const float* panel(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr,
+                     float* scratch) const override;
+  bool prepacked() const override { return true; }
+  bool ok() const { return data_ != nullptr; }
+  int mr() const { return mr_; }
+
+ private:
+  float* data_ = nullptr;
+  int64_t k_;
+  int mr_;
 };
 
 // A plain strided B matrix.

@@ -31,8 +31,8 @@ GK_INLINE v16 load16(const float* p) {
   std::memcpy(&v, p, sizeof v);  // unaligned load
   return v;
 }
-GK_INLINE void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
-GK_INLINE float hsum(v16 v) {
+GK_INLINE void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof v); }
+GK_INLINE float hsum(const v16& v) {
   float s = 0.0f;
   for (int i = 0; i < 16; ++i) s += v[i];
   return s;

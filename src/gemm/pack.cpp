@@ -5,6 +5,8 @@
 // Vector types only cross always-inline calls, so the ABI note about them does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "gemm/gemm.h"
@@ -22,15 +24,15 @@ GK_INLINE v8 load8(const float* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-GK_INLINE void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
-GK_INLINE void store4(float* p, v4 v) { std::memcpy(p, &v, sizeof v); }
-GK_INLINE v4 low_half(v8 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3); }
-GK_INLINE v4 high_half(v8 v) { return __builtin_shufflevector(v, v, 4, 5, 6, 7); }
+GK_INLINE void store8(float* p, const v8& v) { std::memcpy(p, &v, sizeof v); }
+GK_INLINE void store4(float* p, const v4& v) { std::memcpy(p, &v, sizeof v); }
+GK_INLINE v4 low_half(const v8& v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3); }
+GK_INLINE v4 high_half(const v8& v) { return __builtin_shufflevector(v, v, 4, 5, 6, 7); }
 
 // Transposes 4 source rows of 8 k steps: on return g[q] holds column q in its low half
 // and column q + 4 in its high half, each as {row0, row1, row2, row3} (the 256-bit
 // unpack/shuffle pattern; two 128-bit halves each on SSE and NEON).
-GK_INLINE void transpose_4x8(v8 r0, v8 r1, v8 r2, v8 r3, v8 g[4]) {
+GK_INLINE void transpose_4x8(const v8& r0, const v8& r1, const v8& r2, const v8& r3, v8 g[4]) {
   const v8 t0 = __builtin_shufflevector(r0, r1, 0, 8, 1, 9, 4, 12, 5, 13);
   const v8 t1 = __builtin_shufflevector(r0, r1, 2, 10, 3, 11, 6, 14, 7, 15);
   const v8 t2 = __builtin_shufflevector(r2, r3, 0, 8, 1, 9, 4, 12, 5, 13);
@@ -153,6 +155,24 @@ const float* PlainA::panel(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int
                            float* scratch) const {
   pack_panel(&a_.at(i0, k0), a_.rs, a_.cs, rows, kc, mr, scratch);
   return scratch;
+}
+
+PackedA::PackedA(const MatrixView& a, int64_t m, int64_t k, int mr) : k_(k), mr_(mr) {
+  const int64_t panels = (m + mr - 1) / mr;
+  const size_t bytes = static_cast<size_t>(panels * mr * std::max<int64_t>(k, 1)) * sizeof(float);
+  void* p = nullptr;
+  if (posix_memalign(&p, 64, (bytes + 63) & ~size_t(63)) != 0) return;
+  data_ = static_cast<float*>(p);
+  for (int64_t i = 0; i < panels; ++i)
+    gk::pack_panel(&a.at(i * mr, 0), a.rs, a.cs, std::min<int64_t>(mr, m - i * mr), k, mr,
+                   data_ + i * k * mr);
+}
+
+PackedA::~PackedA() { std::free(data_); }
+
+const float* PackedA::panel(int64_t i0, int64_t, int64_t k0, int64_t, int mr, float*) const {
+  (void)mr;  // equal to mr_: plans run with the kernel configuration they packed for
+  return data_ + (i0 / mr_) * k_ * mr_ + k0 * mr_;
 }
 
 void PlainB::pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,

@@ -1,0 +1,161 @@
+// Direct convolution: each output channel's plane is computed one output row at a time,
+// tap by tap (ic, r, s), as y[ow] += w * x[ow * stride + offset] over the output columns
+// whose input column is inside the image (padding contributes nothing, so no padded copy).
+// The update is vectorized along the row: for stride 1 the input run is contiguous; for a
+// larger stride the input row is first split into its `stride` phases (x[i*stride + ph]),
+// after which every tap reads one phase contiguously.
+//  - depthwise: groups == in_channels (one input channel per group), MobileNet/ShuffleNet.
+//  - direct: any groups; worth it when each group is too small for a GEMM to pay off.
+// Threads split the (batch, output channel) planes; bias and activation are applied to
+// each row while it is in L1.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/runtime.h"
+#include "conv/conv.h"
+
+namespace gk {
+namespace conv {
+namespace {
+
+typedef float v8 __attribute__((vector_size(32)));
+#define GK_INLINE inline __attribute__((always_inline))
+
+GK_INLINE void axpy_row(float* __restrict y, const float* __restrict x, float w, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    v8 a, b;
+    std::memcpy(&a, y + i, sizeof a);
+    std::memcpy(&b, x + i, sizeof b);
+    a += b * w;
+    std::memcpy(y + i, &a, sizeof a);
+  }
+  for (; i < n; ++i) y[i] += w * x[i];
+}
+
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// Output rows of one plane: y (OH x OW) from the icg input planes at x with weights w.
+GK_INLINE void direct_plane(const Shape& s, const float* x, const float* w, float bias, float* y,
+                            float* phases) {
+  const gk_conv_desc& d = s.d;
+  const int64_t H = d.in_height, W = d.in_width, sw = d.stride_w;
+  const int64_t phase_len = (W + sw - 1) / sw;  // elements of phase 0 (the longest)
+  for (int64_t oh = 0; oh < s.oh; ++oh) {
+    float* yrow = y + oh * s.ow;
+    std::fill(yrow, yrow + s.ow, bias);
+    for (int64_t ic = 0; ic < s.icg; ++ic) {
+      for (int64_t r = 0; r < d.kernel_h; ++r) {
+        const int64_t ih = oh * d.stride_h - d.pad_top + r * d.dilation_h;
+        if (ih < 0 || ih >= H) continue;
+        const float* xrow = x + (ic * H + ih) * W;
+        if (sw > 1) {  // split into phases: phases[ph * phase_len + i] = xrow[i * sw + ph]
+          for (int64_t ph = 0; ph < sw; ++ph)
+            for (int64_t i = 0; i * sw + ph < W; ++i) phases[ph * phase_len + i] = xrow[i * sw + ph];
+        }
+        for (int64_t sx = 0; sx < d.kernel_w; ++sx) {
+          const float wv = w[(ic * d.kernel_h + r) * d.kernel_w + sx];
+          // Input column of output column ow: ow * sw + off = (ow + base) * sw + phase.
+          const int64_t off = sx * d.dilation_w - d.pad_left;
+          const int64_t phase = ((off % sw) + sw) % sw, base = floor_div(off - phase, sw);
+          const int64_t len = sw > 1 ? (W - phase + sw - 1) / sw : W;
+          const float* src = sw > 1 ? phases + phase * phase_len : xrow;
+          const int64_t lo = std::max<int64_t>(0, -base), hi = std::min(s.ow, len - base);
+          if (lo < hi) axpy_row(yrow + lo, src + lo + base, wv, hi - lo);
+        }
+      }
+    }
+    if (d.activation == GK_ACT_RELU || d.activation == GK_ACT_RELU6) {
+      const float cap = d.activation == GK_ACT_RELU6 ? 6.0f : 3.4e38f;
+      for (int64_t j = 0; j < s.ow; ++j) yrow[j] = std::min(std::max(yrow[j], 0.0f), cap);
+    }
+  }
+}
+
+using PlaneFn = void (*)(const Shape&, const float*, const float*, float, float*, float*);
+void direct_plane_baseline(const Shape& s, const float* x, const float* w, float b, float* y,
+                           float* ph) {
+  direct_plane(s, x, w, b, y, ph);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void direct_plane_avx2(const Shape& s, const float* x,
+                                                          const float* w, float b, float* y,
+                                                          float* ph) {
+  direct_plane(s, x, w, b, y, ph);
+}
+#endif
+
+class DirectConv final : public Prepared {
+ public:
+  DirectConv(const Shape& s, const float* weights, const float* bias)
+      : s_(s), w_(weights, weights + s.d.out_channels * s.k_gemm) {
+    if (bias) bias_.assign(bias, bias + s.d.out_channels);
+    plane_ = direct_plane_baseline;
+#if defined(__x86_64__)
+    if (active_config().kernel->simd != SimdLevel::Baseline) plane_ = direct_plane_avx2;
+#endif
+  }
+
+  void run(const float* input, float* output) const override {
+    const gk_conv_desc& d = s_.d;
+    const int64_t planes = d.batch * d.out_channels, in_plane = d.in_height * d.in_width;
+    const int threads = threads_for(s_.flops());
+    if (threads > 1) note_parallel_region();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+      float* phases = scratch(ScratchSlot::ConvRow, d.in_width + d.stride_w);
+#pragma omp for schedule(static)
+      for (int64_t idx = 0; idx < planes; ++idx) {
+        const int64_t n = idx / d.out_channels, oc = idx % d.out_channels, g = oc / s_.ocg;
+        plane_(s_, input + (n * d.in_channels + g * s_.icg) * in_plane, w_.data() + oc * s_.k_gemm,
+               bias_.empty() ? 0.0f : bias_[static_cast<size_t>(oc)],
+               output + (n * d.out_channels + oc) * s_.pixels(), phases);
+      }
+    }
+  }
+
+ private:
+  Shape s_;
+  std::vector<float> w_, bias_;
+  PlaneFn plane_;
+};
+
+class Direct final : public Algorithm {
+ public:
+  gk_conv_algo id() const override { return GK_CONV_ALGO_DIRECT; }
+  const char* name() const override { return "direct"; }
+  std::string unusable_reason(const Shape&) const override { return ""; }
+  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b) const override {
+    return std::unique_ptr<Prepared>(new DirectConv(s, w, b));
+  }
+};
+
+class Depthwise final : public Algorithm {
+ public:
+  gk_conv_algo id() const override { return GK_CONV_ALGO_DEPTHWISE; }
+  const char* name() const override { return "depthwise"; }
+  std::string unusable_reason(const Shape& s) const override {
+    return s.depthwise() ? "" : "not channel-wise (groups != in_channels)";
+  }
+  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b) const override {
+    return std::unique_ptr<Prepared>(new DirectConv(s, w, b));
+  }
+};
+
+}  // namespace
+
+const Algorithm* direct_algorithm() {
+  static const Direct a;
+  return &a;
+}
+const Algorithm* depthwise_algorithm() {
+  static const Depthwise a;
+  return &a;
+}
+
+}  // namespace conv
+}  // namespace gk

@@ -1,0 +1,67 @@
+// Convolution internals: the validated shape, the algorithm interface, and the layout
+// conversions. Data flows conv -> gemm -> arch -> common; nothing below knows of images.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gemm/gemm.h"
+#include "gemmkit.h"
+
+namespace gk {
+namespace conv {
+
+// A validated descriptor with the derived sizes every algorithm needs.
+struct Shape {
+  gk_conv_desc d;
+  int64_t oh, ow;        // output height, width
+  int64_t icg, ocg;      // input / output channels per group
+  int64_t k_gemm;        // icg * kernel_h * kernel_w: the GEMM's K
+  int64_t pixels() const { return oh * ow; }
+  bool depthwise() const { return d.groups == d.in_channels && icg == 1; }
+  double flops() const { return 2.0 * d.batch * d.out_channels * pixels() * k_gemm; }
+};
+
+// Checks every field; on failure sets the thread's last error and returns false.
+bool validate(const gk_conv_desc& d, Shape* shape);
+
+// An algorithm object (MegEngine / oneDNN style): whether it can serve a shape (and if not,
+// why), and a prepared instance holding its packed weights.
+class Prepared {
+ public:
+  virtual ~Prepared() = default;
+  // NCHW input and output, batch item by item; thread-safe (no mutable state).
+  virtual void run(const float* input, float* output) const = 0;
+};
+
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+  virtual gk_conv_algo id() const = 0;
+  virtual const char* name() const = 0;
+  // "" when usable, else the reason it is not.
+  virtual std::string unusable_reason(const Shape& s) const = 0;
+  // nullptr (with the last error set) when out of memory.
+  virtual std::unique_ptr<Prepared> prepare(const Shape& s, const float* weights,
+                                            const float* bias) const = 0;
+};
+
+// Every algorithm, in the order AUTO prefers them.
+const std::vector<const Algorithm*>& algorithms();
+
+// Algorithm constructors (one file each).
+const Algorithm* gemm_1x1_algorithm();
+const Algorithm* im2col_gemm_algorithm();
+const Algorithm* direct_algorithm();
+const Algorithm* depthwise_algorithm();
+
+// Channels per block of a layout (1 for NCHW and NHWC).
+int64_t channel_block(gk_layout layout);
+bool valid_layout(int layout);
+
+// The epilogue for output channels [oc0, oc0 + count) of a plan's bias and activation.
+Epilogue make_epilogue(const Shape& s, const float* bias, int64_t oc0);
+
+}  // namespace conv
+}  // namespace gk

@@ -1,0 +1,85 @@
+// Tensor layouts: NCHW, NHWC and NCHWx (channels in blocks of x, zero-padded), and the
+// conversions between them. Every conversion goes through the element's (n, c, h, w).
+#include <omp.h>
+
+#include <cstring>
+
+#include "common/runtime.h"
+#include "conv/conv.h"
+
+namespace gk {
+namespace conv {
+
+bool valid_layout(int layout) { return layout >= GK_LAYOUT_NCHW && layout <= GK_LAYOUT_NCHW16; }
+
+int64_t channel_block(gk_layout layout) {
+  switch (layout) {
+    case GK_LAYOUT_NCHW4: return 4;
+    case GK_LAYOUT_NCHW8: return 8;
+    case GK_LAYOUT_NCHW16: return 16;
+    default: return 1;
+  }
+}
+
+namespace {
+
+// Offset of element (n, c, h, w) in a tensor of `layout` with c_pad channels (padded).
+struct Indexer {
+  gk_layout layout;
+  int64_t c_pad, h, w, x;
+  int64_t at(int64_t n, int64_t c, int64_t i, int64_t j) const {
+    switch (layout) {
+      case GK_LAYOUT_NHWC: return ((n * h + i) * w + j) * c_pad + c;
+      case GK_LAYOUT_NCHW: return ((n * c_pad + c) * h + i) * w + j;
+      default: return (((n * (c_pad / x) + c / x) * h + i) * w + j) * x + c % x;
+    }
+  }
+};
+
+Indexer indexer(gk_layout layout, int64_t c, int64_t h, int64_t w) {
+  const int64_t x = channel_block(layout);
+  return {layout, (c + x - 1) / x * x, h, w, x};
+}
+
+}  // namespace
+
+}  // namespace conv
+}  // namespace gk
+
+extern "C" {
+
+__attribute__((visibility("default"))) int64_t gk_tensor_size(gk_layout layout, int64_t n,
+                                                              int64_t c, int64_t h, int64_t w) {
+  if (!gk::conv::valid_layout(layout) || n < 0 || c < 0 || h < 0 || w < 0) return -1;
+  const int64_t x = gk::conv::channel_block(layout);
+  return n * ((c + x - 1) / x * x) * h * w;
+}
+
+__attribute__((visibility("default"))) gk_status gk_convert_layout(const float* src,
+                                                                   gk_layout src_layout, float* dst,
+                                                                   gk_layout dst_layout, int64_t n,
+                                                                   int64_t c, int64_t h, int64_t w) {
+  if (!src || !dst || !gk::conv::valid_layout(src_layout) || !gk::conv::valid_layout(dst_layout) ||
+      n < 0 || c < 0 || h < 0 || w < 0) {
+    gk::set_last_error("gk_convert_layout: NULL pointer, unknown layout or negative size");
+    return GK_ERR_INVALID_ARGUMENT;
+  }
+  const auto from = gk::conv::indexer(src_layout, c, h, w);
+  const auto to = gk::conv::indexer(dst_layout, c, h, w);
+  if (src_layout == dst_layout) {
+    std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(gk_tensor_size(dst_layout, n, c, h, w)));
+    return GK_OK;
+  }
+  // Padding channels of an NCHWx destination are zero.
+  if (to.c_pad != c)
+    std::memset(dst, 0, sizeof(float) * static_cast<size_t>(gk_tensor_size(dst_layout, n, c, h, w)));
+  const int threads = gk::threads_for(8.0 * n * c * h * w);
+  if (threads > 1) gk::note_parallel_region();
+#pragma omp parallel for collapse(2) num_threads(threads) if (threads > 1)
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < h; ++i)
+        for (int64_t j = 0; j < w; ++j) dst[to.at(b, ch, i, j)] = src[from.at(b, ch, i, j)];
+  return GK_OK;
+}
+}

@@ -1,0 +1,160 @@
+// Convolution plans: validate, choose an algorithm (forced, or the AUTO heuristic), prepare
+// it (pack the weights), and run it in any layout. GEMMKIT_VERBOSE=1 prints, per plan,
+// the algorithm chosen and why each other one was not.
+#include <cstdio>
+#include <string>
+
+#include "common/runtime.h"
+#include "conv/conv.h"
+
+struct gk_conv_plan {
+  gk::conv::Shape shape;
+  const gk::conv::Algorithm* algorithm;
+  std::unique_ptr<gk::conv::Prepared> prepared;
+};
+
+namespace gk {
+namespace conv {
+
+const std::vector<const Algorithm*>& algorithms() {
+  static const std::vector<const Algorithm*> list = {depthwise_algorithm(), gemm_1x1_algorithm(),
+                                                     im2col_gemm_algorithm(), direct_algorithm()};
+  return list;
+}
+
+namespace {
+
+// AUTO until Fast-Run measures instead: channel-wise convs go to depthwise; 1x1 stride-1
+// convs are a GEMM on the image; grouped convs whose per-group GEMM would be tiny (K < 16,
+// e.g. 1 input channel x 3 x 3) go direct; everything else is im2col_gemm.
+std::string auto_reason_against(const Algorithm* a, const Shape& s) {
+  switch (a->id()) {
+    case GK_CONV_ALGO_DEPTHWISE: return "";
+    case GK_CONV_ALGO_GEMM_1X1: return "";
+    case GK_CONV_ALGO_IM2COL_GEMM: return "";
+    case GK_CONV_ALGO_DIRECT:
+      return (s.d.groups > 1 && s.k_gemm < 16) ? "" : "AUTO prefers a GEMM for this group size";
+    default: return "not implemented";
+  }
+}
+
+bool is_known_algorithm(int algo) {
+  return algo >= GK_CONV_ALGO_AUTO && algo <= GK_CONV_ALGO_WINOGRAD_F63;
+}
+
+const char* algo_enum_name(gk_conv_algo a) {
+  switch (a) {
+    case GK_CONV_ALGO_WINOGRAD_F23: return "winograd_f23";
+    case GK_CONV_ALGO_WINOGRAD_F43: return "winograd_f43";
+    case GK_CONV_ALGO_WINOGRAD_F63: return "winograd_f63";
+    default: return "?";
+  }
+}
+
+void describe_choice(const Shape& s, const Algorithm* chosen, const std::string& rejected) {
+  if (!verbose()) return;
+  const gk_conv_desc& d = s.d;
+  std::fprintf(stderr,
+               "gemmkit: conv %lldx%lldx%lldx%lld -> %lld, kernel %lldx%lld stride %lldx%lld "
+               "groups %lld: %s%s\n",
+               (long long)d.batch, (long long)d.in_channels, (long long)d.in_height,
+               (long long)d.in_width, (long long)d.out_channels, (long long)d.kernel_h,
+               (long long)d.kernel_w, (long long)d.stride_h, (long long)d.stride_w,
+               (long long)d.groups, chosen->name(), rejected.c_str());
+}
+
+}  // namespace
+}  // namespace conv
+}  // namespace gk
+
+using gk::conv::Algorithm;
+using gk::conv::Shape;
+
+extern "C" {
+
+__attribute__((visibility("default"))) gk_status gk_conv_plan_create(const gk_conv_desc* d,
+                                                                     const float* weights,
+                                                                     const float* bias,
+                                                                     gk_conv_algo algo,
+                                                                     gk_conv_plan** plan) {
+  if (plan) *plan = nullptr;
+  if (!d || !weights || !plan) {
+    gk::set_last_error("gk_conv_plan_create: NULL descriptor, weights or plan pointer");
+    return GK_ERR_INVALID_ARGUMENT;
+  }
+  if (!gk::conv::is_known_algorithm(algo)) {
+    gk::set_last_error("gk_conv_plan_create: unknown algorithm %d", static_cast<int>(algo));
+    return GK_ERR_INVALID_ARGUMENT;
+  }
+  Shape s;
+  if (!gk::conv::validate(*d, &s)) return GK_ERR_INVALID_ARGUMENT;
+
+  const Algorithm* chosen = nullptr;
+  std::string rejected;
+  const bool automatic = algo == GK_CONV_ALGO_AUTO || algo == GK_CONV_ALGO_FASTRUN;
+  for (const Algorithm* a : gk::conv::algorithms()) {
+    if (!automatic && a->id() != algo) continue;
+    std::string why = a->unusable_reason(s);
+    if (why.empty() && automatic) why = gk::conv::auto_reason_against(a, s);
+    if (why.empty() && !chosen) {
+      chosen = a;
+    } else if (!why.empty()) {
+      rejected += std::string("; ") + a->name() + " rejected: " + why;
+    } else {
+      rejected += std::string("; ") + a->name() + " usable, ranked lower";
+    }
+  }
+  if (!chosen) {
+    if (!automatic && (algo == GK_CONV_ALGO_WINOGRAD_F23 || algo == GK_CONV_ALGO_WINOGRAD_F43 ||
+                       algo == GK_CONV_ALGO_WINOGRAD_F63)) {
+      gk::set_last_error("gk_conv_plan_create: %s is not implemented in this version",
+                         gk::conv::algo_enum_name(algo));
+    } else {
+      gk::set_last_error("gk_conv_plan_create: the forced algorithm cannot serve this descriptor%s",
+                         rejected.c_str());
+    }
+    return GK_ERR_UNSUPPORTED;
+  }
+  gk::conv::describe_choice(s, chosen, rejected);
+  std::unique_ptr<gk::conv::Prepared> prepared = chosen->prepare(s, weights, bias);
+  if (!prepared) return GK_ERR_OUT_OF_MEMORY;
+  *plan = new gk_conv_plan{s, chosen, std::move(prepared)};
+  gk::clear_last_error();
+  return GK_OK;
+}
+
+__attribute__((visibility("default"))) gk_status gk_conv_run(const gk_conv_plan* plan,
+                                                             const float* input, float* output) {
+  if (!plan || !input || !output) {
+    gk::set_last_error("gk_conv_run: NULL plan, input or output");
+    return GK_ERR_INVALID_ARGUMENT;
+  }
+  const gk_conv_desc& d = plan->shape.d;
+  if (d.layout == GK_LAYOUT_NCHW) {
+    plan->prepared->run(input, output);
+    return GK_OK;
+  }
+  // Other layouts run through NCHW copies in this thread's workspace; the conversions are
+  // part of the measured time.
+  const int64_t in_size = d.batch * d.in_channels * d.in_height * d.in_width;
+  const int64_t out_size = d.batch * d.out_channels * plan->shape.pixels();
+  float* in_nchw = gk::scratch(gk::ScratchSlot::ConvInput, in_size);
+  float* out_nchw = gk::scratch(gk::ScratchSlot::ConvOutput, out_size);
+  if (!in_nchw || !out_nchw) {
+    gk::set_last_error("gk_conv_run: cannot allocate the layout workspace");
+    return GK_ERR_OUT_OF_MEMORY;
+  }
+  gk_convert_layout(input, d.layout, in_nchw, GK_LAYOUT_NCHW, d.batch, d.in_channels,
+                    d.in_height, d.in_width);
+  plan->prepared->run(in_nchw, out_nchw);
+  gk_convert_layout(out_nchw, GK_LAYOUT_NCHW, output, d.layout, d.batch, d.out_channels,
+                    plan->shape.oh, plan->shape.ow);
+  return GK_OK;
+}
+
+__attribute__((visibility("default"))) const char* gk_conv_plan_algo_name(const gk_conv_plan* plan) {
+  return plan ? plan->algorithm->name() : "";
+}
+
+__attribute__((visibility("default"))) void gk_conv_plan_destroy(gk_conv_plan* plan) { delete plan; }
+}

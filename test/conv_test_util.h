@@ -1,0 +1,100 @@
+// Convolution test helpers: a naive direct convolution in double, and a checker that runs
+// a plan in any layout and compares (all outputs, or a sample for large layers).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gemm_test_util.h"
+#include "gemmkit.h"
+
+namespace gktest {
+
+struct ConvCase {
+  gk_conv_desc d;
+  int64_t oh, ow;
+  std::vector<float> x, w, bias;  // x in NCHW
+  bool with_bias;
+};
+
+inline ConvCase make_conv_case(const gk_conv_desc& d, bool with_bias, uint32_t seed) {
+  ConvCase c;
+  c.d = d;
+  c.with_bias = with_bias;
+  EXPECT_EQ(gk_conv_output_size(&d, &c.oh, &c.ow), GK_OK) << gk_last_error();
+  // Realistic data: post-ReLU inputs in [0, 1), He-scaled weights.
+  const int64_t k = d.in_channels / d.groups * d.kernel_h * d.kernel_w;
+  c.x = random_vector(size_t(d.batch * d.in_channels * d.in_height * d.in_width), seed, 0.0f, 1.0f);
+  const float scale = std::sqrt(6.0f / float(k));
+  c.w = random_vector(size_t(d.out_channels * k), seed + 1, -scale, scale);
+  c.bias = random_vector(size_t(d.out_channels), seed + 2, -0.5f, 0.5f);
+  return c;
+}
+
+// One output of the convolution, in double, and the magnitude sum for its error bound.
+inline double reference_output(const ConvCase& c, int64_t n, int64_t oc, int64_t oh, int64_t ow,
+                               double* magnitude) {
+  const gk_conv_desc& d = c.d;
+  const int64_t icg = d.in_channels / d.groups, ocg = d.out_channels / d.groups, g = oc / ocg;
+  double acc = c.with_bias ? c.bias[size_t(oc)] : 0.0, mag = std::fabs(acc);
+  for (int64_t ic = 0; ic < icg; ++ic)
+    for (int64_t r = 0; r < d.kernel_h; ++r)
+      for (int64_t s = 0; s < d.kernel_w; ++s) {
+        const int64_t ih = oh * d.stride_h - d.pad_top + r * d.dilation_h;
+        const int64_t iw = ow * d.stride_w - d.pad_left + s * d.dilation_w;
+        if (ih < 0 || ih >= d.in_height || iw < 0 || iw >= d.in_width) continue;
+        const double xv = c.x[size_t(((n * d.in_channels + g * icg + ic) * d.in_height + ih) * d.in_width + iw)];
+        const double wv = c.w[size_t(((oc * icg + ic) * d.kernel_h + r) * d.kernel_w + s)];
+        acc += xv * wv;
+        mag += std::fabs(xv * wv);
+      }
+  if (d.activation != GK_ACT_NONE) acc = std::max(acc, 0.0);
+  if (d.activation == GK_ACT_RELU6) acc = std::min(acc, 6.0);
+  *magnitude = mag;
+  return acc;
+}
+
+// Runs `algo` on the case in its layout; checks every output (or `samples` random ones)
+// against the reference within (K + 4) * eps * magnitude. Returns the plan's algorithm name.
+inline std::string check_conv(const ConvCase& c, gk_conv_algo algo, int64_t samples = 0) {
+  const gk_conv_desc& d = c.d;
+  gk_conv_plan* plan = nullptr;
+  gk_status st = gk_conv_plan_create(&d, c.w.data(), c.with_bias ? c.bias.data() : nullptr, algo, &plan);
+  EXPECT_EQ(st, GK_OK) << gk_last_error();
+  if (st != GK_OK) return "";
+  std::vector<float> in(size_t(gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width)));
+  EXPECT_EQ(gk_convert_layout(c.x.data(), GK_LAYOUT_NCHW, in.data(), d.layout, d.batch,
+                              d.in_channels, d.in_height, d.in_width), GK_OK);
+  std::vector<float> out(size_t(gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow)), kNaN);
+  EXPECT_EQ(gk_conv_run(plan, in.data(), out.data()), GK_OK) << gk_last_error();
+  std::vector<float> out_nchw(size_t(d.batch * d.out_channels * c.oh * c.ow));
+  EXPECT_EQ(gk_convert_layout(out.data(), d.layout, out_nchw.data(), GK_LAYOUT_NCHW, d.batch,
+                              d.out_channels, c.oh, c.ow), GK_OK);
+  const std::string name = gk_conv_plan_algo_name(plan);
+  gk_conv_plan_destroy(plan);
+  const int64_t k = d.in_channels / d.groups * d.kernel_h * d.kernel_w;
+  const int64_t total = int64_t(out_nchw.size());
+  std::mt19937_64 rng(7);
+  const int64_t checks = samples > 0 ? std::min(samples, total) : total;
+  for (int64_t t = 0; t < checks; ++t) {
+    const int64_t idx = samples > 0 ? int64_t(rng() % uint64_t(total)) : t;
+    const int64_t ow = idx % c.ow, oh = idx / c.ow % c.oh, oc = idx / (c.ow * c.oh) % d.out_channels,
+                  n = idx / (c.ow * c.oh * d.out_channels);
+    double mag = 0;
+    const double want = reference_output(c, n, oc, oh, ow, &mag);
+    const double bound = (k + 4) * double(FLT_EPSILON) * mag + 1e-30;
+    const double got = out_nchw[size_t(idx)];
+    if (!(std::fabs(got - want) <= bound)) {
+      ADD_FAILURE() << name << ": output (n=" << n << ", oc=" << oc << ", oh=" << oh << ", ow=" << ow
+                    << ") = " << got << ", expected " << want << " (bound " << bound << ")";
+      break;
+    }
+  }
+  return name;
+}
+
+}  // namespace gktest

@@ -1,0 +1,269 @@
+// Convolution against a naive double-precision convolution: a random sweep of descriptors
+// with every usable algorithm forced and every layout; every layer of the five networks
+// with the default algorithm; layout round trips; invalid descriptors; forced algorithms
+// that cannot serve; concurrent runs on one plan.
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "conv_test_util.h"
+
+namespace {
+
+using gktest::ConvCase;
+
+const gk_layout kLayouts[] = {GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW4, GK_LAYOUT_NCHW8,
+                              GK_LAYOUT_NCHW16};
+const gk_conv_algo kAlgos[] = {GK_CONV_ALGO_AUTO, GK_CONV_ALGO_IM2COL_GEMM, GK_CONV_ALGO_GEMM_1X1,
+                               GK_CONV_ALGO_DIRECT, GK_CONV_ALGO_DEPTHWISE};
+
+gk_conv_desc random_desc(std::mt19937& rng) {
+  auto pick = [&](int lo, int hi) { return int64_t(lo + int(rng() % unsigned(hi - lo + 1))); };
+  gk_conv_desc d;
+  gk_conv_desc_init(&d);
+  d.batch = pick(1, 3);
+  const int64_t channels[] = {1, 3, 5, 8, 17};
+  const int grouping = int(rng() % 5);  // 0-2 plain, 3 two groups, 4 depthwise
+  if (grouping == 4) {
+    d.in_channels = channels[rng() % 5];
+    d.groups = d.in_channels;
+    d.out_channels = d.in_channels * pick(1, 2);
+  } else if (grouping == 3) {
+    d.groups = 2;
+    d.in_channels = 2 * pick(1, 5);
+    d.out_channels = 2 * pick(1, 9);
+  } else {
+    d.in_channels = channels[rng() % 5];
+    d.out_channels = pick(1, 40);
+  }
+  d.kernel_h = pick(1, 7), d.kernel_w = pick(1, 7);
+  d.stride_h = pick(1, 3), d.stride_w = pick(1, 3);
+  d.dilation_h = pick(1, 3), d.dilation_w = pick(1, 3);
+  d.pad_top = pick(0, 3), d.pad_bottom = pick(0, 3), d.pad_left = pick(0, 3), d.pad_right = pick(0, 3);
+  d.in_height = pick(5, 20), d.in_width = pick(5, 20);
+  // Keep the dilated kernel inside the padded input.
+  d.in_height = std::max(d.in_height, d.dilation_h * (d.kernel_h - 1) + 1 - d.pad_top - d.pad_bottom);
+  d.in_width = std::max(d.in_width, d.dilation_w * (d.kernel_w - 1) + 1 - d.pad_left - d.pad_right);
+  d.layout = kLayouts[rng() % 5];
+  d.activation = gk_activation(rng() % 3);
+  return d;
+}
+
+// Whether `algo` should accept `d` (the tests' own statement of each algorithm's domain).
+bool expect_usable(gk_conv_algo algo, const gk_conv_desc& d) {
+  switch (algo) {
+    case GK_CONV_ALGO_GEMM_1X1:
+      return d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 &&
+             !d.pad_top && !d.pad_bottom && !d.pad_left && !d.pad_right;
+    case GK_CONV_ALGO_DEPTHWISE: return d.groups == d.in_channels;
+    default: return true;
+  }
+}
+
+}  // namespace
+
+TEST(Conv, RandomDescriptorsEveryUsableAlgorithmAndLayout) {
+  std::mt19937 rng(2024);
+  const int cases = gktest::quick() ? 40 : 150;
+  for (int i = 0; i < cases; ++i) {
+    gk_conv_desc d = random_desc(rng);
+    const bool with_bias = i % 3 != 0;
+    const ConvCase c = gktest::make_conv_case(d, with_bias, uint32_t(i));
+    for (gk_conv_algo algo : kAlgos) {
+      SCOPED_TRACE("case " + std::to_string(i) + " algo " + std::to_string(int(algo)));
+      gk_conv_plan* plan = nullptr;
+      const gk_status st = gk_conv_plan_create(&d, c.w.data(), nullptr, algo, &plan);
+      gk_conv_plan_destroy(plan);
+      if (!expect_usable(algo, d)) {
+        EXPECT_EQ(st, GK_ERR_UNSUPPORTED);
+        EXPECT_STRNE(gk_last_error(), "");
+        continue;
+      }
+      ASSERT_EQ(st, GK_OK) << gk_last_error();
+      gktest::check_conv(c, algo);
+      if (HasFailure()) return;
+    }
+  }
+}
+
+// Every algorithm in every layout on a few fixed shapes (the sweep picks layouts at random).
+TEST(Conv, EveryLayoutWithEveryAlgorithm) {
+  gk_conv_desc d;
+  gk_conv_desc_init(&d);
+  d.batch = 2, d.in_channels = 6, d.in_height = 9, d.in_width = 11, d.out_channels = 10;
+  d.kernel_h = d.kernel_w = 1;
+  for (int shape = 0; shape < 3; ++shape) {
+    if (shape == 1) d.kernel_h = 3, d.kernel_w = 3, d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = 1;
+    if (shape == 2) d.groups = 6, d.out_channels = 6, d.stride_h = d.stride_w = 2;
+    for (gk_layout layout : kLayouts) {
+      for (gk_conv_algo algo : kAlgos) {
+        d.layout = layout;
+        d.activation = GK_ACT_RELU6;
+        if (!expect_usable(algo, d)) continue;
+        SCOPED_TRACE("shape " + std::to_string(shape) + " layout " + std::to_string(int(layout)) +
+                     " algo " + std::to_string(int(algo)));
+        gktest::check_conv(gktest::make_conv_case(d, true, 5), algo);
+      }
+    }
+  }
+}
+
+// Every conv layer of ResNet-18/50, MobileNetV2, ShuffleNetV2 and VGG-16 (batch 1, 224x224)
+// with the default algorithm, ReLU and bias, checked on 300 sampled outputs. Under
+// emulation only the layers under 60 MFLOP run (VGG's and ResNet's big layers would take
+// minutes each at 0.25 GFLOP/s).
+TEST(Conv, EveryNetworkLayerWithDefaultAlgorithm) {
+  const char* path = std::getenv("GEMMKIT_NETWORKS_CSV");
+  std::ifstream csv(path ? path : "perf/networks.csv");
+  ASSERT_TRUE(csv.good()) << "perf/networks.csv not found (run from the repository root)";
+  std::string line;
+  std::getline(csv, line);  // header
+  int layers = 0;
+  while (std::getline(csv, line)) {
+    std::stringstream ss(line);
+    std::string net, layer, field;
+    std::getline(ss, net, ',');
+    std::getline(ss, layer, ',');
+    std::vector<int64_t> v;
+    while (std::getline(ss, field, ',')) v.push_back(std::stoll(field));
+    ASSERT_EQ(v.size(), 12u) << line;
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = v[0], d.in_channels = v[1], d.in_height = v[2], d.in_width = v[3], d.out_channels = v[4];
+    d.kernel_h = v[5], d.kernel_w = v[6], d.stride_h = d.stride_w = v[7];
+    d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = v[8];
+    d.dilation_h = d.dilation_w = v[9], d.groups = v[10];
+    d.activation = GK_ACT_RELU;
+    const ConvCase c = gktest::make_conv_case(d, true, uint32_t(layers));
+    const double flops = 2.0 * d.out_channels * c.oh * c.ow * (d.in_channels / d.groups) * d.kernel_h * d.kernel_w;
+    ++layers;
+    if (gktest::quick() && flops > 60e6) continue;
+    SCOPED_TRACE(net + " " + layer);
+    const std::string algo = gktest::check_conv(c, GK_CONV_ALGO_AUTO, 300);
+    if (d.groups == d.in_channels) {
+      EXPECT_EQ(algo, "depthwise");
+    } else if (d.kernel_h == 1 && d.stride_h == 1 && v[8] == 0) {
+      EXPECT_EQ(algo, "gemm_1x1");
+    } else {
+      EXPECT_EQ(algo, "im2col_gemm");
+    }
+    if (HasFailure()) return;
+  }
+  EXPECT_EQ(layers, 89);
+}
+
+TEST(Conv, LayoutRoundTripsAndPadding) {
+  const int64_t n = 2, c = 5, h = 3, w = 4;
+  const std::vector<float> src = gktest::random_vector(size_t(n * c * h * w), 9);
+  for (gk_layout layout : kLayouts) {
+    const int64_t size = gk_tensor_size(layout, n, c, h, w);
+    const int64_t x = layout == GK_LAYOUT_NCHW4 ? 4 : layout == GK_LAYOUT_NCHW8 ? 8 : layout == GK_LAYOUT_NCHW16 ? 16 : 1;
+    EXPECT_EQ(size, n * ((c + x - 1) / x * x) * h * w);
+    std::vector<float> mid(size_t(size), gktest::kNaN), back(src.size(), gktest::kNaN);
+    ASSERT_EQ(gk_convert_layout(src.data(), GK_LAYOUT_NCHW, mid.data(), layout, n, c, h, w), GK_OK);
+    ASSERT_EQ(gk_convert_layout(mid.data(), layout, back.data(), GK_LAYOUT_NCHW, n, c, h, w), GK_OK);
+    EXPECT_EQ(back, src);
+    if (x > 1) {  // channel 5..x-1 of each block are zero padding
+      for (int64_t i = 0; i < size; ++i)
+        if (i % x >= c % x && (i / (x * h * w)) % ((c + x - 1) / x) == (c - 1) / x && c % x)
+          ASSERT_EQ(mid[size_t(i)], 0.0f) << "padding at " << i;
+    }
+    if (layout == GK_LAYOUT_NHWC)  // element (0, 1, 0, 0) right after (0, 0, 0, 0)
+      EXPECT_EQ(mid[1], src[size_t(h * w)]);
+  }
+  EXPECT_EQ(gk_tensor_size(gk_layout(99), 1, 1, 1, 1), -1);
+  EXPECT_EQ(gk_convert_layout(nullptr, GK_LAYOUT_NCHW, nullptr, GK_LAYOUT_NHWC, 1, 1, 1, 1),
+            GK_ERR_INVALID_ARGUMENT);
+}
+
+TEST(Conv, InvalidDescriptorsAreRejectedWithAMessage) {
+  gk_conv_desc good;
+  gk_conv_desc_init(&good);
+  good.batch = 1, good.in_channels = 4, good.in_height = 8, good.in_width = 8, good.out_channels = 4;
+  good.kernel_h = good.kernel_w = 3;
+  const std::vector<float> w(4 * 4 * 9, 0.5f);
+  std::vector<void (*)(gk_conv_desc&)> breakers = {
+      [](gk_conv_desc& d) { d.batch = 0; },        [](gk_conv_desc& d) { d.in_channels = -1; },
+      [](gk_conv_desc& d) { d.in_height = 0; },    [](gk_conv_desc& d) { d.in_width = -3; },
+      [](gk_conv_desc& d) { d.out_channels = 0; }, [](gk_conv_desc& d) { d.kernel_h = 0; },
+      [](gk_conv_desc& d) { d.kernel_w = -1; },    [](gk_conv_desc& d) { d.stride_h = 0; },
+      [](gk_conv_desc& d) { d.stride_w = -2; },    [](gk_conv_desc& d) { d.dilation_h = 0; },
+      [](gk_conv_desc& d) { d.dilation_w = -1; },  [](gk_conv_desc& d) { d.pad_top = -1; },
+      [](gk_conv_desc& d) { d.pad_right = -1; },   [](gk_conv_desc& d) { d.groups = 0; },
+      [](gk_conv_desc& d) { d.groups = 3; },       // 4 channels not divisible by 3
+      [](gk_conv_desc& d) { d.kernel_h = 9; },     // larger than the padded input
+      [](gk_conv_desc& d) { d.kernel_w = 4, d.dilation_w = 3; },
+      [](gk_conv_desc& d) { d.layout = gk_layout(7); },
+      [](gk_conv_desc& d) { d.activation = gk_activation(5); },
+      [](gk_conv_desc& d) { d.flags = 0x80; },
+  };
+  for (size_t i = 0; i < breakers.size(); ++i) {
+    gk_conv_desc d = good;
+    breakers[i](d);
+    gk_conv_plan* plan = reinterpret_cast<gk_conv_plan*>(0x1);
+    EXPECT_EQ(gk_conv_plan_create(&d, w.data(), nullptr, GK_CONV_ALGO_AUTO, &plan),
+              GK_ERR_INVALID_ARGUMENT) << "breaker " << i;
+    EXPECT_EQ(plan, nullptr);
+    EXPECT_NE(std::string(gk_last_error()).find("invalid"), std::string::npos) << gk_last_error();
+    int64_t oh = -7, ow = -7;
+    EXPECT_EQ(gk_conv_output_size(&d, &oh, &ow), GK_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(oh, -7);
+  }
+  gk_conv_plan* plan = nullptr;
+  EXPECT_EQ(gk_conv_plan_create(nullptr, w.data(), nullptr, GK_CONV_ALGO_AUTO, &plan), GK_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gk_conv_plan_create(&good, nullptr, nullptr, GK_CONV_ALGO_AUTO, &plan), GK_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gk_conv_plan_create(&good, w.data(), nullptr, GK_CONV_ALGO_AUTO, nullptr), GK_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gk_conv_plan_create(&good, w.data(), nullptr, gk_conv_algo(42), &plan), GK_ERR_INVALID_ARGUMENT);
+  ASSERT_EQ(gk_conv_plan_create(&good, w.data(), nullptr, GK_CONV_ALGO_AUTO, &plan), GK_OK);
+  std::vector<float> in(4 * 64, 1.0f), out(4 * 36, gktest::kSentinel);
+  EXPECT_EQ(gk_conv_run(plan, nullptr, out.data()), GK_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gk_conv_run(nullptr, in.data(), out.data()), GK_ERR_INVALID_ARGUMENT);
+  for (float v : out) ASSERT_EQ(v, gktest::kSentinel);
+  gk_conv_plan_destroy(plan);
+  gk_conv_plan_destroy(nullptr);
+}
+
+TEST(Conv, ForcedAlgorithmThatCannotServeIsUnsupported) {
+  gk_conv_desc d;
+  gk_conv_desc_init(&d);
+  d.batch = 1, d.in_channels = 4, d.in_height = 8, d.in_width = 8, d.out_channels = 4;
+  d.kernel_h = d.kernel_w = 3;
+  const std::vector<float> w(4 * 4 * 9, 0.5f);
+  for (gk_conv_algo algo : {GK_CONV_ALGO_GEMM_1X1, GK_CONV_ALGO_DEPTHWISE, GK_CONV_ALGO_WINOGRAD_F23,
+                            GK_CONV_ALGO_WINOGRAD_F43, GK_CONV_ALGO_WINOGRAD_F63}) {
+    gk_conv_plan* plan = nullptr;
+    EXPECT_EQ(gk_conv_plan_create(&d, w.data(), nullptr, algo, &plan), GK_ERR_UNSUPPORTED);
+    EXPECT_EQ(plan, nullptr);
+    EXPECT_STRNE(gk_last_error(), "");
+  }
+}
+
+TEST(Conv, ConcurrentRunsOnOnePlan) {
+  gk_conv_desc d;
+  gk_conv_desc_init(&d);
+  d.batch = 1, d.in_channels = 16, d.in_height = 20, d.in_width = 20, d.out_channels = 24;
+  d.kernel_h = d.kernel_w = 3, d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = 1;
+  d.layout = GK_LAYOUT_NHWC, d.activation = GK_ACT_RELU;
+  const ConvCase c = gktest::make_conv_case(d, true, 3);
+  gk_conv_plan* plan = nullptr;
+  ASSERT_EQ(gk_conv_plan_create(&d, c.w.data(), c.bias.data(), GK_CONV_ALGO_AUTO, &plan), GK_OK);
+  std::vector<float> in(size_t(gk_tensor_size(d.layout, 1, 16, 20, 20)));
+  gk_convert_layout(c.x.data(), GK_LAYOUT_NCHW, in.data(), d.layout, 1, 16, 20, 20);
+  std::vector<float> expected(size_t(gk_tensor_size(d.layout, 1, 24, 20, 20)));
+  ASSERT_EQ(gk_conv_run(plan, in.data(), expected.data()), GK_OK);
+  std::vector<int> same(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      bool all = true;
+      for (int rep = 0; rep < 20; ++rep) {
+        std::vector<float> out(expected.size(), gktest::kNaN);
+        all = all && gk_conv_run(plan, in.data(), out.data()) == GK_OK && out == expected;
+      }
+      same[size_t(t)] = all;
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_TRUE(same[size_t(t)]) << "thread " << t;
+  gk_conv_plan_destroy(plan);
+  gktest::check_conv(c, GK_CONV_ALGO_AUTO);  // and the result itself is right
+}
