@@ -118,14 +118,18 @@ deps-test:
 # ---------------------------------------------------------------- benchmarks
 
 BENCH_BIN := $(BUILD)/perf/bench_gemm
+BENCH_CONV_BIN := $(BUILD)/perf/bench_conv
 $(BUILD)/obj/perf/%.o: CXXFLAGS += -O3
 $(BENCH_BIN): $(BUILD)/obj/perf/bench_gemm.o $(BUILD)/obj/perf/peak.o $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) -o $@ $^ -lbenchmark $(LDLIBS) -ldl
+$(BENCH_CONV_BIN): $(BUILD)/obj/perf/bench_conv.o $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CXX) $(LDFLAGS) -o $@ $^ -lbenchmark -ldnnl $(LDLIBS) -ldl
 
 bench: deps-bench
-	@$(MAKE) --no-print-directory $(BENCH_BIN)
-	@scripts/bench.sh $(BENCH_BIN) $(BUILD)/bench
+	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BENCH_CONV_BIN)
+	@scripts/bench.sh $(BENCH_BIN) $(BENCH_CONV_BIN) $(BUILD)/bench
 
 deps-bench:
 	@scripts/install-deps.sh bench $(ARCH)
@@ -145,4 +149,4 @@ install: all
 clean:
 	rm -rf build build-* 
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(wildcard $(BUILD)/obj/perf/*.d)

@@ -97,6 +97,9 @@ gk_status gk_conv_plan_create(const gk_conv_desc *d, const float *weights, const
                               gk_conv_algo algo, gk_conv_plan **plan);
 gk_status gk_conv_run(const gk_conv_plan *plan, const float *input, float *output);
 const char *gk_conv_plan_algo_name(const gk_conv_plan *plan);
+/* Bytes of workspace a run of this plan uses per thread (packing tile, layout copies):
+ * what im2col_gemm needs instead of the K x OH*OW im2col matrix. */
+int64_t gk_conv_plan_workspace_size(const gk_conv_plan *plan);
 void gk_conv_plan_destroy(gk_conv_plan *plan);
 /* Floats a tensor of this shape takes in this layout (NCHWx pads the channels). -1 when the
  * arguments are invalid. */

@@ -18,21 +18,23 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "gemmkit.h"
+#include "harness.h"
 #include "peak.h"
 
 namespace {
 
-using SgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, int, int, int, float,
-                         const float*, int, const float*, int, float, float*, int);
+using gkbench::arg;
+using gkbench::median;
 
 struct Library {
   std::string name;
-  SgemmFn sgemm;
+  gkbench::SgemmFn sgemm;
   void (*set_threads)(int);
   bool spins_after_call;  // OpenBLAS's pthread workers spin ~0.1 s after each call
 };
@@ -83,41 +85,6 @@ std::string point_name(const Shape& s, int threads, const std::string& lib) {
   return "sgemm/" + label + "/t" + std::to_string(threads) + "/" + lib;
 }
 
-// Collects seconds per call of each run, by benchmark name.
-class Collector : public benchmark::ConsoleReporter {
- public:
-  std::map<std::string, double> seconds;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs)
-      if (r.iterations > 0) seconds[r.run_name.function_name] = r.real_accumulated_time / double(r.iterations);
-    ConsoleReporter::ReportRuns(runs);
-  }
-};
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
-}
-
-std::string arg(int argc, char** argv, const std::string& key, const std::string& fallback) {
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "--" + key) return "1";
-    if (s.rfind("--" + key + "=", 0) == 0) return s.substr(key.size() + 3);
-  }
-  return fallback;
-}
-
-std::string escape_regex(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (std::string("\\^$.|?*+()[]{}").find(ch) != std::string::npos) out += '\\';
-    out += ch;
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,17 +99,12 @@ int main(int argc, char** argv) {
   }
 
   std::vector<Library> libs = {{"gemmkit", cblas_sgemm, gk_set_num_threads, false}};
-  void* handle = dlopen(openblas_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  std::string openblas_core = "not found";
-  if (handle) {
-    auto ob_sgemm = reinterpret_cast<SgemmFn>(dlsym(handle, "cblas_sgemm"));
-    auto ob_threads = reinterpret_cast<void (*)(int)>(dlsym(handle, "openblas_set_num_threads"));
-    auto ob_core = reinterpret_cast<char* (*)()>(dlsym(handle, "openblas_get_corename"));
-    auto ob_config = reinterpret_cast<char* (*)()>(dlsym(handle, "openblas_get_config"));
-    if (ob_sgemm && ob_threads) libs.push_back({"openblas", ob_sgemm, ob_threads, true});
-    if (ob_core && ob_config) openblas_core = std::string(ob_core()) + " (" + ob_config() + ")";
+  const gkbench::OpenBlas openblas = gkbench::load_openblas(openblas_path);
+  const std::string openblas_core = openblas.description;
+  if (openblas.ok()) {
+    libs.push_back({"openblas", openblas.sgemm, openblas.set_threads, true});
   } else {
-    std::fprintf(stderr, "bench: cannot load %s: %s; gemmkit only\n", openblas_path.c_str(), dlerror());
+    std::fprintf(stderr, "bench: OpenBLAS %s; gemmkit only\n", openblas_core.c_str());
   }
 
   std::map<int, double> peak;  // threads -> GFLOP/s of the widest FMA the CPU has
@@ -178,20 +140,17 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
 
   // samples[name] = seconds per call, one per round.
-  std::map<std::string, std::vector<double>> samples;
-  Collector collector;
-  for (int r = 0; r < rounds; ++r) {
-    for (const Shape& s : all_shapes)
-      for (int t : thread_counts)
-        for (size_t li = 0; li < libs.size(); ++li) {
-          const Library& lib = libs[(li + r) % libs.size()];  // alternate who goes first
-          const std::string name = point_name(s, t, lib.name);
-          collector.seconds.clear();
-          benchmark::RunSpecifiedBenchmarks(&collector, "^" + escape_regex(name) + "(/|$)");
-          if (collector.seconds.count(name)) samples[name].push_back(collector.seconds[name]);
-          if (lib.spins_after_call) usleep(200 * 1000);  // let its workers go to sleep
-        }
-  }
+  std::vector<std::vector<std::string>> groups;
+  std::set<std::string> spinners;
+  for (const Shape& s : all_shapes)
+    for (int t : thread_counts) {
+      groups.emplace_back();
+      for (const Library& lib : libs) {
+        groups.back().push_back(point_name(s, t, lib.name));
+        if (lib.spins_after_call) spinners.insert(point_name(s, t, lib.name));
+      }
+    }
+  std::map<std::string, std::vector<double>> samples = gkbench::run_interleaved(groups, rounds, spinners);
 
   // ---- report
   std::string cmd = "mkdir -p '" + out_dir + "'";

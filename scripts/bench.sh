@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Runs the GEMM comparison and leaves the table, CSV and plot in the output folder.
-# Usage: scripts/bench.sh BENCH_BINARY OUT_DIR [extra bench_gemm flags]
+# Runs the GEMM and the convolution comparisons and leaves tables, CSVs and the plot in
+# the output folder. Usage: scripts/bench.sh BENCH_GEMM BENCH_CONV OUT_DIR [extra flags]
 set -euo pipefail
-bin=$1 out=$2
-shift 2
+gemm=$1 conv=$2 out=$3
+shift 3
 mkdir -p "$out"
-# The console lines of every measurement go to a log; the summary table to the terminal.
-"$bin" --out="$out" "$@" --benchmark_counters_tabular=true > "$out/gemm.log" 2>&1 || {
-  tail -n 30 "$out/gemm.log"; exit 1; }
-sed -n '/^# gemmkit vs OpenBLAS/,$p' "$out/gemm.log"
+# Each measurement's console line goes to a log; the summary tables to the terminal.
+run() {
+  local bin=$1 log=$2 first=$3
+  shift 3
+  "$bin" --out="$out" "$@" --benchmark_counters_tabular=true > "$out/$log" 2>&1 || {
+    tail -n 30 "$out/$log"; exit 1; }
+  sed -n "/^$first/,\$p" "$out/$log"
+}
+run "$gemm" gemm.log "# gemmkit vs OpenBLAS" "$@"
+echo
+run "$conv" conv.log "# Convolution layers" "$@"
+echo "per-layer convolution table: $out/conv.md"

@@ -10,7 +10,7 @@ pkgs=(g++ make pkg-config libcpuinfo-dev)
 case "$what" in
   build) ;;
   test) pkgs+=(googletest libgtest-dev) ;;
-  bench) pkgs+=(libbenchmark-dev libopenblas-dev gnuplot-nox) ;;
+  bench) pkgs+=(libbenchmark-dev libopenblas-dev libdnnl-dev gnuplot-nox) ;;
   *) echo "install-deps: unknown target '$what' (build, test or bench)" >&2; exit 2 ;;
 esac
 if [ "$arch" != "$host" ]; then

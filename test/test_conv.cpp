@@ -165,8 +165,9 @@ TEST(Conv, LayoutRoundTripsAndPadding) {
     EXPECT_EQ(back, src);
     if (x > 1) {  // channel 5..x-1 of each block are zero padding
       for (int64_t i = 0; i < size; ++i)
-        if (i % x >= c % x && (i / (x * h * w)) % ((c + x - 1) / x) == (c - 1) / x && c % x)
+        if (i % x >= c % x && (i / (x * h * w)) % ((c + x - 1) / x) == (c - 1) / x && c % x) {
           ASSERT_EQ(mid[size_t(i)], 0.0f) << "padding at " << i;
+        }
     }
     if (layout == GK_LAYOUT_NHWC)  // element (0, 1, 0, 0) right after (0, 0, 0, 0)
       EXPECT_EQ(mid[1], src[size_t(h * w)]);

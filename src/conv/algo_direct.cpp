@@ -100,6 +100,8 @@ class DirectConv final : public Prepared {
 #endif
   }
 
+  int64_t workspace_bytes() const override { return 4 * (s_.d.in_width + s_.d.stride_w); }
+
   void run(const float* input, float* output) const override {
     const gk_conv_desc& d = s_.d;
     const int64_t planes = d.batch * d.out_channels, in_plane = d.in_height * d.in_width;

@@ -10,6 +10,8 @@
 //    (192 pixels with a 512 KiB L2 and KC = 336). When all of M fits one MC block, the
 //    driver packs one KC x NR micro-panel at a time instead, which stays in L1. Either way
 //    the workspace is a tile per thread, never the K x OH*OW im2col matrix.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <algorithm>
 #include <cstring>
 
@@ -20,7 +22,33 @@ namespace gk {
 namespace conv {
 namespace {
 
-// Gathers micro-panels of the virtual im2col matrix of one image (one group's channels).
+typedef float v8 __attribute__((vector_size(32)));
+
+// Copies n floats with 8-wide moves (the last one overlapping), no library call: the runs
+// here are a few dozen floats, where a memcpy call costs more than the copy.
+inline void copy_run(float* __restrict dst, const float* __restrict src, int64_t n) {
+  if (n < 8) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+    return;
+  }
+  v8 v;
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    std::memcpy(&v, src + i, sizeof v);
+    std::memcpy(dst + i, &v, sizeof v);
+  }
+  std::memcpy(&v, src + n - 8, sizeof v);
+  std::memcpy(dst + n - 8, &v, sizeof v);
+}
+
+inline void zero_run(float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = 0.0f;
+}
+
+// Gathers micro-panels of the virtual im2col matrix of one image (one group's channels):
+// row k = (c, r, s) of the panel holds, for each of its pixels (oh, ow), the input at
+// (c, oh*stride_h - pad_top + r*dil_h, ow*stride_w - pad_left + s*dil_w), or 0 outside.
+// The panel's pixels are split once into runs within one output row; for each k row a
+// run is then a zero prefix, a contiguous (or strided) copy, and a zero suffix.
 class Im2colPacker final : public BPacker {
  public:
   Im2colPacker(const Shape& s, const float* image) : s_(s), x_(image) {}
@@ -28,34 +56,49 @@ class Im2colPacker final : public BPacker {
   void pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
                   float* dst) const override {
     const gk_conv_desc& d = s_.d;
-    const int64_t rs = d.kernel_h * d.kernel_w, plane = d.in_height * d.in_width;
+    struct Run {
+      int64_t t, len, oh, ow;
+    };
+    Run runs[kMaxTileFloats];  // at most one run per column
+    int nruns = 0;
+    for (int64_t t = 0, oh = j0 / s_.ow, ow = j0 % s_.ow; t < cols; ++oh, ow = 0) {
+      const int64_t len = std::min(cols - t, s_.ow - ow);
+      runs[nruns++] = {t, len, oh, ow};
+      t += len;
+    }
+    const int64_t plane = d.in_height * d.in_width, sw = d.stride_w;
+    int64_t c = k0 / (d.kernel_h * d.kernel_w), r = k0 / d.kernel_w % d.kernel_h, sx = k0 % d.kernel_w;
     for (int64_t kk = 0; kk < kc; ++kk, dst += nr) {
-      const int64_t k = k0 + kk, c = k / rs, r = (k % rs) / d.kernel_w, sx = k % d.kernel_w;
       const float* image_plane = x_ + c * plane;
       const int64_t row_shift = r * d.dilation_h - d.pad_top;
       const int64_t col_shift = sx * d.dilation_w - d.pad_left;
-      int64_t oh = j0 / s_.ow, ow = j0 % s_.ow;
-      for (int64_t t = 0; t < cols; ++oh, ow = 0) {
-        const int64_t run = std::min(cols - t, s_.ow - ow);  // pixels left in this output row
-        const int64_t ih = oh * d.stride_h + row_shift;
-        float* out = dst + t;
+      for (int i = 0; i < nruns; ++i) {
+        const Run& run = runs[i];
+        float* out = dst + run.t;
+        const int64_t ih = run.oh * d.stride_h + row_shift;
         if (ih < 0 || ih >= d.in_height) {
-          std::memset(out, 0, sizeof(float) * static_cast<size_t>(run));
-        } else {
-          const float* in_row = image_plane + ih * d.in_width;
-          const int64_t iw0 = ow * d.stride_w + col_shift;
-          if (d.stride_w == 1 && iw0 >= 0 && iw0 + run <= d.in_width) {
-            std::memcpy(out, in_row + iw0, sizeof(float) * static_cast<size_t>(run));
-          } else {
-            for (int64_t q = 0; q < run; ++q) {
-              const int64_t iw = iw0 + q * d.stride_w;
-              out[q] = (iw >= 0 && iw < d.in_width) ? in_row[iw] : 0.0f;
-            }
-          }
+          zero_run(out, run.len);
+          continue;
         }
-        t += run;
+        const float* in_row = image_plane + ih * d.in_width;
+        // Columns q of the run with 0 <= iw0 + q*sw < W: [lo, hi).
+        const int64_t iw0 = run.ow * sw + col_shift;
+        const int64_t lo = iw0 >= 0 ? 0 : std::min(run.len, (-iw0 + sw - 1) / sw);
+        const int64_t last = d.in_width - 1 - iw0;  // largest q*sw in the image
+        const int64_t hi = last < 0 ? lo : std::max(lo, std::min(run.len, last / sw + 1));
+        zero_run(out, lo);
+        if (sw == 1) {
+          copy_run(out + lo, in_row + iw0 + lo, hi - lo);
+        } else {
+          for (int64_t q = lo; q < hi; ++q) out[q] = in_row[iw0 + q * sw];
+        }
+        zero_run(out + hi, run.len - hi);
       }
-      for (int64_t t = cols; t < nr; ++t) dst[t] = 0.0f;
+      zero_run(dst + cols, nr - cols);
+      if (++sx == d.kernel_w) {
+        sx = 0;
+        if (++r == d.kernel_h) r = 0, ++c;
+      }
     }
   }
 
@@ -82,6 +125,14 @@ class GemmConv final : public Prepared {
     for (const auto& p : packed_)
       if (!p->ok()) return false;
     return true;
+  }
+
+  // The driver's packing buffer: one KC x NR micro-panel when all of M fits one MC block,
+  // else the KC x NC tile (the weights are pre-packed, so no A block).
+  int64_t workspace_bytes() const override {
+    const int64_t nr = cfg_.kernel->nr, kc = std::min(cfg_.kc, s_.k_gemm);
+    const int64_t nc = std::min(cfg_.nc, (s_.pixels() + nr - 1) / nr * nr);
+    return 4 * kc * (s_.ocg <= cfg_.mc ? nr : nc);
   }
 
   void run(const float* input, float* output) const override {

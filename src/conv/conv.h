@@ -33,6 +33,8 @@ class Prepared {
   virtual ~Prepared() = default;
   // NCHW input and output, batch item by item; thread-safe (no mutable state).
   virtual void run(const float* input, float* output) const = 0;
+  // Bytes of workspace one thread uses while running (NCHW; layout copies are extra).
+  virtual int64_t workspace_bytes() const = 0;
 };
 
 class Algorithm {

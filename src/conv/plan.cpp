@@ -156,5 +156,15 @@ __attribute__((visibility("default"))) const char* gk_conv_plan_algo_name(const 
   return plan ? plan->algorithm->name() : "";
 }
 
+__attribute__((visibility("default"))) int64_t gk_conv_plan_workspace_size(const gk_conv_plan* plan) {
+  if (!plan) return 0;
+  const gk_conv_desc& d = plan->shape.d;
+  const int64_t layout_copies =
+      d.layout == GK_LAYOUT_NCHW
+          ? 0
+          : 4 * d.batch * (d.in_channels * d.in_height * d.in_width + d.out_channels * plan->shape.pixels());
+  return plan->prepared->workspace_bytes() + layout_copies;
+}
+
 __attribute__((visibility("default"))) void gk_conv_plan_destroy(gk_conv_plan* plan) { delete plan; }
 }

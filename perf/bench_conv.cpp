@@ -1,0 +1,300 @@
+// Convolution layers of ResNet-18, ResNet-50, MobileNetV2, ShuffleNetV2 and VGG-16 (batch 1,
+// 224x224, perf/networks.csv), each with bias + ReLU, 1 and 2 threads, interleaved layer by
+// layer against three baselines in the same process:
+//   im2col+openblas  the Caffe way: the full K x OH*OW im2col matrix, OpenBLAS sgemm per
+//                    group (dlopen'ed), then a bias + ReLU pass;
+//   onednn-nchw      oneDNN (Debian's libdnnl) with NCHW activations;
+//   onednn-blocked   oneDNN in its preferred (blocked) layouts, reordered outside the timing,
+//                    as a user who keeps activations blocked between layers would run it.
+// gemmkit runs AUTO in NCHW. Reports per-network totals (layer time x its count), per-layer
+// times, and gemmkit's workspace against the full im2col matrix.
+//
+//   bench_conv [--rounds=N] [--threads=1,2] [--quick] [--out=DIR] [--layers=CSV]
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "gemmkit.h"
+#include "harness.h"
+
+namespace {
+
+using gkbench::arg;
+using gkbench::median;
+
+struct Layer {
+  std::string net, name;
+  gk_conv_desc d;
+  int count;
+  int64_t oh = 0, ow = 0;
+  double flops() const {
+    return 2.0 * d.batch * d.out_channels * oh * ow * (d.in_channels / d.groups) * d.kernel_h * d.kernel_w;
+  }
+  int64_t k() const { return d.in_channels / d.groups * d.kernel_h * d.kernel_w; }
+};
+
+std::vector<Layer> read_layers(const std::string& path) {
+  std::ifstream csv(path);
+  std::vector<Layer> layers;
+  std::string line;
+  std::getline(csv, line);
+  while (std::getline(csv, line)) {
+    std::stringstream ss(line);
+    Layer l;
+    std::string f;
+    std::getline(ss, l.net, ',');
+    std::getline(ss, l.name, ',');
+    std::vector<int64_t> v;
+    while (std::getline(ss, f, ',')) v.push_back(std::stoll(f));
+    gk_conv_desc_init(&l.d);
+    l.d.batch = v[0], l.d.in_channels = v[1], l.d.in_height = v[2], l.d.in_width = v[3];
+    l.d.out_channels = v[4], l.d.kernel_h = v[5], l.d.kernel_w = v[6];
+    l.d.stride_h = l.d.stride_w = v[7];
+    l.d.pad_top = l.d.pad_bottom = l.d.pad_left = l.d.pad_right = v[8];
+    l.d.dilation_h = l.d.dilation_w = v[9], l.d.groups = v[10];
+    l.d.activation = GK_ACT_RELU;
+    l.count = int(v[11]);
+    gk_conv_output_size(&l.d, &l.oh, &l.ow);
+    layers.push_back(l);
+  }
+  return layers;
+}
+
+std::vector<float> random_data(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// One layer's tensors, shared by every library's benchmark of it.
+struct LayerData {
+  std::vector<float> x, w, bias, y;
+  explicit LayerData(const Layer& l)
+      : x(random_data(size_t(l.d.batch * l.d.in_channels * l.d.in_height * l.d.in_width), 1, 0, 1)),
+        w(random_data(size_t(l.d.out_channels * l.k()), 2, -0.1f, 0.1f)),
+        bias(random_data(size_t(l.d.out_channels), 3, -0.1f, 0.1f)),
+        y(size_t(l.d.batch * l.d.out_channels * l.oh * l.ow)) {}
+};
+
+// The Caffe way: full im2col, one sgemm per group, then bias + ReLU.
+class Im2colBlas {
+ public:
+  Im2colBlas(const Layer& l, const gkbench::OpenBlas& ob)
+      : l_(l), ob_(ob), col_(size_t(l.k() * l.oh * l.ow)) {}
+  void run(const LayerData& t) {
+    const gk_conv_desc& d = l_.d;
+    const int64_t pixels = l_.oh * l_.ow, icg = d.in_channels / d.groups, ocg = d.out_channels / d.groups;
+    for (int64_t g = 0; g < d.groups; ++g) {
+      for (int64_t c = 0; c < icg; ++c)
+        for (int64_t r = 0; r < d.kernel_h; ++r)
+          for (int64_t s = 0; s < d.kernel_w; ++s) {
+            float* row = col_.data() + ((c * d.kernel_h + r) * d.kernel_w + s) * pixels;
+            const float* plane = t.x.data() + (g * icg + c) * d.in_height * d.in_width;
+            for (int64_t oh = 0; oh < l_.oh; ++oh)
+              for (int64_t ow = 0; ow < l_.ow; ++ow) {
+                const int64_t ih = oh * d.stride_h - d.pad_top + r * d.dilation_h;
+                const int64_t iw = ow * d.stride_w - d.pad_left + s * d.dilation_w;
+                row[oh * l_.ow + ow] = (ih >= 0 && ih < d.in_height && iw >= 0 && iw < d.in_width)
+                                           ? plane[ih * d.in_width + iw] : 0.0f;
+              }
+          }
+      float* y = const_cast<float*>(t.y.data()) + g * ocg * pixels;
+      ob_.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(ocg), int(pixels), int(l_.k()), 1.0f,
+                t.w.data() + g * ocg * l_.k(), int(l_.k()), col_.data(), int(pixels), 0.0f, y, int(pixels));
+      for (int64_t oc = 0; oc < ocg; ++oc)
+        for (int64_t p = 0; p < pixels; ++p)
+          y[oc * pixels + p] = std::max(0.0f, y[oc * pixels + p] + t.bias[size_t(g * ocg + oc)]);
+    }
+  }
+  int64_t workspace_bytes() const { return int64_t(col_.size()) * 4; }
+
+ private:
+  Layer l_;
+  gkbench::OpenBlas ob_;
+  std::vector<float> col_;
+};
+
+// oneDNN convolution, NCHW or in the layouts it prefers (format_tag::any).
+class OneDnnConv {
+ public:
+  OneDnnConv(const Layer& l, const LayerData& t, bool blocked) : eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    const gk_conv_desc& d = l.d;
+    const int64_t g = d.groups;
+    const dnnl::memory::dims src{d.batch, d.in_channels, d.in_height, d.in_width};
+    const dnnl::memory::dims dst{d.batch, d.out_channels, l.oh, l.ow};
+    const dnnl::memory::dims wei = g > 1 ? dnnl::memory::dims{g, d.out_channels / g, d.in_channels / g, d.kernel_h, d.kernel_w}
+                                         : dnnl::memory::dims{d.out_channels, d.in_channels, d.kernel_h, d.kernel_w};
+    const auto act_tag = blocked ? tag::any : tag::nchw;
+    dnnl::convolution_forward::desc cd(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        {src, dt::f32, act_tag}, {wei, dt::f32, tag::any}, {{d.out_channels}, dt::f32, tag::x},
+        {dst, dt::f32, act_tag}, {d.stride_h, d.stride_w}, {d.dilation_h - 1, d.dilation_w - 1},
+        {d.pad_top, d.pad_left}, {d.pad_bottom, d.pad_right});
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    dnnl::convolution_forward::primitive_desc pd(cd, attr, eng_);
+    impl_ = pd.impl_info_str();
+    src_ = dnnl::memory(pd.src_desc(), eng_);
+    wei_ = dnnl::memory(pd.weights_desc(), eng_);
+    bias_ = dnnl::memory(pd.bias_desc(), eng_);
+    dst_ = dnnl::memory(pd.dst_desc(), eng_);
+    // User data (NCHW / OIHW) reordered into the primitive's formats once, outside timing.
+    dnnl::memory user_src({src, dt::f32, tag::nchw}, eng_, const_cast<float*>(t.x.data()));
+    dnnl::memory user_wei({wei, dt::f32, g > 1 ? tag::goihw : tag::oihw}, eng_, const_cast<float*>(t.w.data()));
+    dnnl::reorder(user_src, src_).execute(strm_, user_src, src_);
+    dnnl::reorder(user_wei, wei_).execute(strm_, user_wei, wei_);
+    std::memcpy(bias_.get_data_handle(), t.bias.data(), t.bias.size() * 4);
+    strm_.wait();
+    conv_ = dnnl::convolution_forward(pd);
+  }
+  void run() {
+    conv_.execute(strm_, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_BIAS, bias_}, {DNNL_ARG_DST, dst_}});
+    strm_.wait();
+  }
+  const std::string& impl() const { return impl_; }
+
+ private:
+  dnnl::engine eng_;
+  dnnl::stream strm_;
+  dnnl::memory src_, wei_, bias_, dst_;
+  dnnl::primitive conv_;
+  std::string impl_;
+};
+
+const char* kLibs[] = {"gemmkit", "im2col+openblas", "onednn-nchw", "onednn-blocked"};
+
+std::string point_name(const Layer& l, int threads, const std::string& lib) {
+  return "conv/" + l.net + "/" + l.name + "/t" + std::to_string(threads) + "/" + lib;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = arg(argc, argv, "quick", "") == "1";
+  const int rounds = std::stoi(arg(argc, argv, "rounds", quick ? "1" : "3"));
+  const std::string out_dir = arg(argc, argv, "out", "build/bench");
+  std::vector<int> thread_counts;
+  {
+    std::stringstream ss(arg(argc, argv, "threads", "1,2"));
+    for (std::string t; std::getline(ss, t, ',');) thread_counts.push_back(std::stoi(t));
+  }
+  std::vector<Layer> layers = read_layers(arg(argc, argv, "layers", "perf/networks.csv"));
+  if (quick) layers.erase(std::remove_if(layers.begin(), layers.end(), [](const Layer& l) { return l.net != "resnet18"; }), layers.end());
+  const gkbench::OpenBlas ob = gkbench::load_openblas(arg(argc, argv, "openblas", "libopenblas.so.0"));
+  if (!ob.ok()) {
+    std::fprintf(stderr, "bench_conv: OpenBLAS %s\n", ob.description.c_str());
+    return 1;
+  }
+
+  // Per layer: tensors, the gemmkit plan, the baselines; registered once per thread count.
+  struct LayerSetup {
+    std::unique_ptr<LayerData> data;
+    gk_conv_plan* plan = nullptr;
+    std::unique_ptr<Im2colBlas> caffe;
+    // oneDNN fixes a primitive's thread count when it is created: one per thread count.
+    std::map<int, std::unique_ptr<OneDnnConv>> dnnl_nchw, dnnl_blocked;
+  };
+  std::vector<LayerSetup> setups(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerSetup& s = setups[i];
+    s.data.reset(new LayerData(layers[i]));
+    if (gk_conv_plan_create(&layers[i].d, s.data->w.data(), s.data->bias.data(), GK_CONV_ALGO_AUTO, &s.plan) != GK_OK) {
+      std::fprintf(stderr, "bench_conv: %s %s: %s\n", layers[i].net.c_str(), layers[i].name.c_str(), gk_last_error());
+      return 1;
+    }
+    s.caffe.reset(new Im2colBlas(layers[i], ob));
+    for (int t : thread_counts) {
+      omp_set_num_threads(t);
+      s.dnnl_nchw[t].reset(new OneDnnConv(layers[i], *s.data, false));
+      s.dnnl_blocked[t].reset(new OneDnnConv(layers[i], *s.data, true));
+      LayerSetup* sp = &s;
+      auto reg = [&](const char* lib, std::function<void()> body) {
+        benchmark::RegisterBenchmark(point_name(layers[i], t, lib).c_str(), [body](benchmark::State& st) {
+          for (auto _ : st) body();
+        })->MinTime(quick ? 0.02 : 0.05)->UseRealTime()->Unit(benchmark::kMicrosecond);
+      };
+      reg("gemmkit", [sp, t] { gk_set_num_threads(t); gk_conv_run(sp->plan, sp->data->x.data(), sp->data->y.data()); });
+      reg("im2col+openblas", [sp, t, &ob] { ob.set_threads(t); sp->caffe->run(*sp->data); });
+      reg("onednn-nchw", [sp, t] { omp_set_num_threads(t); sp->dnnl_nchw[t]->run(); });
+      reg("onednn-blocked", [sp, t] { omp_set_num_threads(t); sp->dnnl_blocked[t]->run(); });
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+
+  std::vector<std::vector<std::string>> groups;
+  std::set<std::string> spinners;
+  for (const Layer& l : layers)
+    for (int t : thread_counts) {
+      groups.emplace_back();
+      for (const char* lib : kLibs) groups.back().push_back(point_name(l, t, lib));
+      spinners.insert(point_name(l, t, "im2col+openblas"));
+    }
+  auto samples = gkbench::run_interleaved(groups, rounds, spinners);
+
+  // ---- report: per network totals, per layer rows, memory
+  if (std::system(("mkdir -p '" + out_dir + "'").c_str()) != 0) return 1;
+  std::ofstream csv(out_dir + "/conv.csv"), md(out_dir + "/conv.md");
+  csv << "net,layer,count,threads,library,median_ms,gflops,algorithm,workspace_bytes,full_im2col_bytes\n";
+  std::ostringstream table, rows;
+  std::vector<std::string> nets;
+  for (const Layer& l : layers)
+    if (std::find(nets.begin(), nets.end(), l.net) == nets.end()) nets.push_back(l.net);
+  table << "# Convolution layers: gemmkit vs im2col+OpenBLAS vs oneDNN (batch 1, 224x224, bias+ReLU)\n\n"
+        << "- gemmkit: " << gk_config_string() << "\n- OpenBLAS: " << ob.description
+        << "\n- totals are sums over a network's conv layers (layer time x count), medians of " << rounds
+        << " interleaved rounds\n\n"
+        << "| network | threads | gemmkit ms | im2col+OpenBLAS ms | oneDNN NCHW ms | oneDNN blocked ms | speedup vs im2col+OpenBLAS | gemmkit / oneDNN blocked | largest im2col matrix vs gemmkit workspace |\n"
+        << "|---|---|---|---|---|---|---|---|---|\n";
+  rows << "\n## Per layer (ms, median)\n\n| network | layer | threads | algorithm | gemmkit | im2col+OpenBLAS | oneDNN NCHW | oneDNN blocked (impl) | gemmkit GFLOP/s |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const std::string& net : nets) {
+    for (int t : thread_counts) {
+      double total[4] = {0, 0, 0, 0};
+      int64_t max_full = 0, max_ws = 0;
+      for (size_t i = 0; i < layers.size(); ++i) {
+        const Layer& l = layers[i];
+        if (l.net != net) continue;
+        double ms[4];
+        for (int li = 0; li < 4; ++li) {
+          ms[li] = median(samples[point_name(l, t, kLibs[li])]) * 1e3;
+          total[li] += ms[li] * l.count;
+          csv << net << ',' << l.name << ',' << l.count << ',' << t << ',' << kLibs[li] << ',' << ms[li] << ','
+              << l.flops() / (ms[li] * 1e6) << ',' << gk_conv_plan_algo_name(setups[i].plan) << ','
+              << gk_conv_plan_workspace_size(setups[i].plan) << ',' << setups[i].caffe->workspace_bytes() << '\n';
+        }
+        max_full = std::max(max_full, setups[i].caffe->workspace_bytes());
+        max_ws = std::max(max_ws, gk_conv_plan_workspace_size(setups[i].plan));
+        char row[512];
+        std::snprintf(row, sizeof row, "| %s | %s | %d | %s | %.3f | %.3f | %.3f | %.3f (%s) | %.1f |\n", net.c_str(),
+                      l.name.c_str(), t, gk_conv_plan_algo_name(setups[i].plan), ms[0], ms[1], ms[2], ms[3],
+                      setups[i].dnnl_blocked[t]->impl().c_str(), l.flops() / (ms[0] * 1e6));
+        rows << row;
+      }
+      char line[512];
+      std::snprintf(line, sizeof line, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2f | %.1f MiB vs %.0f KiB |\n",
+                    net.c_str(), t, total[0], total[1], total[2], total[3], total[1] / total[0],
+                    total[0] / total[3], max_full / 1048576.0, max_ws / 1024.0);
+      table << line;
+    }
+  }
+  md << table.str() << rows.str();
+  std::printf("\n%s", table.str().c_str());
+  std::printf("per-layer table: %s/conv.md, samples: %s/conv.csv\n", out_dir.c_str(), out_dir.c_str());
+  for (LayerSetup& s : setups) gk_conv_plan_destroy(s.plan);
+  return 0;
+}
