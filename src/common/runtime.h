@@ -32,7 +32,7 @@ void clear_last_error();
 // so the hot path does not allocate (and does not page-fault fresh mmap'ed memory).
 // Each slot is an independent buffer; the contents do not survive another call on the
 // same slot. Returns nullptr if memory is exhausted.
-enum class ScratchSlot { PackedA, PackedB, Edge, ConvInput, ConvOutput, ConvRow, Count };
+enum class ScratchSlot { PackedA, PackedB, Edge, ConvInput, ConvOutput, ConvRow, ConvImage, Count };
 float* scratch(ScratchSlot slot, int64_t floats);
 
 // Thread policy. max_threads(): the user's setting. threads_for(work): how many threads

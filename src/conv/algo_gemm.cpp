@@ -10,89 +10,89 @@
 //    (192 pixels with a 512 KiB L2 and KC = 336). When all of M fits one MC block, the
 //    driver packs one KC x NR micro-panel at a time instead, which stays in L1. Either way
 //    the workspace is a tile per thread, never the K x OH*OW im2col matrix.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/runtime.h"
 #include "conv/conv.h"
+#include "conv/vec.h"
 
 namespace gk {
 namespace conv {
 namespace {
 
-typedef float v8 __attribute__((vector_size(32)));
+// One image's channels prepared once per run so that every im2col row segment is a single
+// contiguous run: zero-padded, and each padded row split into its stride phases,
+//   xs[((c * Hp + ih) * stride_w + ph) * L + i] = padded[c][ih][i * stride_w + ph],
+// L = ceil(Wp / stride_w). Input column ow * stride_w + s * dil_w of an output pixel is then
+// element ow + (s * dil_w) / stride_w of phase (s * dil_w) % stride_w, for every ow of a row.
+// The copy costs C * Hp * Wp floats per image, against 2 * M * K * N flops of GEMM.
+struct PhaseImage {
+  int64_t hp, wp, sw, len;
+  explicit PhaseImage(const Shape& s)
+      : hp(s.d.in_height + s.d.pad_top + s.d.pad_bottom),
+        wp(s.d.in_width + s.d.pad_left + s.d.pad_right),
+        sw(s.d.stride_w),
+        len((wp + s.d.stride_w - 1) / s.d.stride_w) {}
+  int64_t floats(int64_t channels) const { return channels * hp * sw * len; }
+  const float* row(const float* xs, int64_t c, int64_t ih, int64_t phase) const {
+    return xs + ((c * hp + ih) * sw + phase) * len;
+  }
+};
 
-// Copies n floats with 8-wide moves (the last one overlapping), no library call: the runs
-// here are a few dozen floats, where a memcpy call costs more than the copy.
-inline void copy_run(float* __restrict dst, const float* __restrict src, int64_t n) {
-  if (n < 8) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
-    return;
+void prepare_phase_image(const Shape& s, const PhaseImage& pi, const float* x, float* xs) {
+  const gk_conv_desc& d = s.d;
+  for (int64_t c = 0; c < s.icg; ++c) {
+    for (int64_t ihp = 0; ihp < pi.hp; ++ihp) {
+      const int64_t ih = ihp - d.pad_top;
+      const bool inside = ih >= 0 && ih < d.in_height;
+      const float* src = x + (c * d.in_height + (inside ? ih : 0)) * d.in_width;
+      for (int64_t ph = 0; ph < pi.sw; ++ph) {
+        float* dst = const_cast<float*>(pi.row(xs, c, ihp, ph));
+        if (!inside) {
+          zero_run(dst, pi.len);
+          continue;
+        }
+        // Element i is input column i * sw + ph - pad_left: inside for i in [lo, hi).
+        const int64_t first = ph - d.pad_left;
+        const int64_t lo = first >= 0 ? 0 : std::min(pi.len, (-first + pi.sw - 1) / pi.sw);
+        const int64_t hi = std::max(lo, std::min(pi.len, (d.in_width - first + pi.sw - 1) / pi.sw));
+        gather_padded(dst, src + first, pi.sw, lo, hi, pi.len);
+      }
+    }
   }
-  v8 v;
-  for (int64_t i = 0; i + 8 <= n; i += 8) {
-    std::memcpy(&v, src + i, sizeof v);
-    std::memcpy(dst + i, &v, sizeof v);
-  }
-  std::memcpy(&v, src + n - 8, sizeof v);
-  std::memcpy(dst + n - 8, &v, sizeof v);
 }
 
-inline void zero_run(float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = 0.0f;
-}
-
-// Gathers micro-panels of the virtual im2col matrix of one image (one group's channels):
-// row k = (c, r, s) of the panel holds, for each of its pixels (oh, ow), the input at
-// (c, oh*stride_h - pad_top + r*dil_h, ow*stride_w - pad_left + s*dil_w), or 0 outside.
-// The panel's pixels are split once into runs within one output row; for each k row a
-// run is then a zero prefix, a contiguous (or strided) copy, and a zero suffix.
+// Gathers micro-panels of the virtual im2col matrix from a PhaseImage: row k = (c, r, s)
+// of a panel holds, for each of its pixels (oh, ow), padded input (c, oh*stride_h + r*dil_h,
+// ow*stride_w + s*dil_w). The panel's pixels are split once into runs within one output
+// row; each run of each k row is then one contiguous copy.
 class Im2colPacker final : public BPacker {
  public:
-  Im2colPacker(const Shape& s, const float* image) : s_(s), x_(image) {}
+  Im2colPacker(const Shape& s, const PhaseImage& pi, const float* xs) : s_(s), pi_(pi), xs_(xs) {}
 
   void pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
                   float* dst) const override {
     const gk_conv_desc& d = s_.d;
     struct Run {
-      int64_t t, len, oh, ow;
+      int64_t t, len, ih0, ow;  // ih0: padded input row of the run for r = 0
     };
     Run runs[kMaxTileFloats];  // at most one run per column
     int nruns = 0;
     for (int64_t t = 0, oh = j0 / s_.ow, ow = j0 % s_.ow; t < cols; ++oh, ow = 0) {
       const int64_t len = std::min(cols - t, s_.ow - ow);
-      runs[nruns++] = {t, len, oh, ow};
+      runs[nruns++] = {t, len, oh * d.stride_h, ow};
       t += len;
     }
-    const int64_t plane = d.in_height * d.in_width, sw = d.stride_w;
     int64_t c = k0 / (d.kernel_h * d.kernel_w), r = k0 / d.kernel_w % d.kernel_h, sx = k0 % d.kernel_w;
     for (int64_t kk = 0; kk < kc; ++kk, dst += nr) {
-      const float* image_plane = x_ + c * plane;
-      const int64_t row_shift = r * d.dilation_h - d.pad_top;
-      const int64_t col_shift = sx * d.dilation_w - d.pad_left;
+      const int64_t col = sx * d.dilation_w, phase = col % pi_.sw, shift = col / pi_.sw;
+      const int64_t dr = r * d.dilation_h;
       for (int i = 0; i < nruns; ++i) {
         const Run& run = runs[i];
-        float* out = dst + run.t;
-        const int64_t ih = run.oh * d.stride_h + row_shift;
-        if (ih < 0 || ih >= d.in_height) {
-          zero_run(out, run.len);
-          continue;
-        }
-        const float* in_row = image_plane + ih * d.in_width;
-        // Columns q of the run with 0 <= iw0 + q*sw < W: [lo, hi).
-        const int64_t iw0 = run.ow * sw + col_shift;
-        const int64_t lo = iw0 >= 0 ? 0 : std::min(run.len, (-iw0 + sw - 1) / sw);
-        const int64_t last = d.in_width - 1 - iw0;  // largest q*sw in the image
-        const int64_t hi = last < 0 ? lo : std::max(lo, std::min(run.len, last / sw + 1));
-        zero_run(out, lo);
-        if (sw == 1) {
-          copy_run(out + lo, in_row + iw0 + lo, hi - lo);
-        } else {
-          for (int64_t q = lo; q < hi; ++q) out[q] = in_row[iw0 + q * sw];
-        }
-        zero_run(out + hi, run.len - hi);
+        copy_run(dst + run.t, pi_.row(xs_, c, run.ih0 + dr, phase) + run.ow + shift, run.len);
       }
       zero_run(dst + cols, nr - cols);
       if (++sx == d.kernel_w) {
@@ -104,7 +104,8 @@ class Im2colPacker final : public BPacker {
 
  private:
   const Shape& s_;
-  const float* x_;
+  const PhaseImage& pi_;
+  const float* xs_;
 };
 
 // Shared by both: packed weights per group, the blocking, and the per-image GEMMs.
@@ -127,12 +128,14 @@ class GemmConv final : public Prepared {
     return true;
   }
 
-  // The driver's packing buffer: one KC x NR micro-panel when all of M fits one MC block,
-  // else the KC x NC tile (the weights are pre-packed, so no A block).
+  // The driver's packing buffer (one KC x NR micro-panel when all of M fits one MC block,
+  // else the KC x NC tile; the weights are pre-packed, so no A block), and for im2col the
+  // padded, phase-split copy of one image's group channels.
   int64_t workspace_bytes() const override {
     const int64_t nr = cfg_.kernel->nr, kc = std::min(cfg_.kc, s_.k_gemm);
     const int64_t nc = std::min(cfg_.nc, (s_.pixels() + nr - 1) / nr * nr);
-    return 4 * kc * (s_.ocg <= cfg_.mc ? nr : nc);
+    const int64_t image = im2col_ ? PhaseImage(s_).floats(s_.icg) : 0;
+    return 4 * (kc * (s_.ocg <= cfg_.mc ? nr : nc) + image);
   }
 
   void run(const float* input, float* output) const override {
@@ -150,7 +153,14 @@ class GemmConv final : public Prepared {
         p.rs_c = s_.pixels();
         p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), g * s_.ocg);
         if (im2col_) {
-          const Im2colPacker b(s_, x);
+          const PhaseImage pi(s_);
+          float* xs = scratch(ScratchSlot::ConvImage, pi.floats(s_.icg));
+          if (!xs) {
+            std::fprintf(stderr, "gemmkit: out of memory for the convolution input copy\n");
+            std::abort();
+          }
+          prepare_phase_image(s_, pi, x, xs);
+          const Im2colPacker b(s_, pi, xs);
           p.b = &b;
           gemm_packed(p, cfg_, threads);
         } else {

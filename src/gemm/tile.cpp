@@ -1,27 +1,69 @@
 // One micro-kernel call on a possibly partial tile, the epilogue, and C scaling.
+// Vector types only cross always-inline calls, so the ABI note about them does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <algorithm>
+#include <cstring>
 
 #include "gemm/gemm.h"
 
 namespace gk {
 
+namespace {
+
+typedef float v8 __attribute__((vector_size(32)));
+#define GK_INLINE inline __attribute__((always_inline))
+
+// row[0, n) = act(row + bias), bias a vector (per column) or a scalar (per row): 8 at a
+// time, scalar tail. It runs on every C tile of a conv layer, where K can be as small as
+// 16, so a scalar loop here would cost more than the micro-kernel.
+GK_INLINE void epilogue_row(float* row, int64_t n, const float* col_bias, float row_bias, Activation act) {
+  const v8 zero = {}, six = zero + 6.0f;
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    v8 v, b = zero + row_bias;
+    std::memcpy(&v, row + j, sizeof v);
+    if (col_bias) std::memcpy(&b, col_bias + j, sizeof b);
+    v += b;
+    if (act != Activation::None) v = v > zero ? v : zero;
+    if (act == Activation::Relu6) v = v < six ? v : six;
+    std::memcpy(row + j, &v, sizeof v);
+  }
+  for (; j < n; ++j) {
+    float v = row[j] + (col_bias ? col_bias[j] : row_bias);
+    if (act != Activation::None) v = std::max(v, 0.0f);
+    if (act == Activation::Relu6) v = std::min(v, 6.0f);
+    row[j] = v;
+  }
+}
+
+GK_INLINE void epilogue_block(const Epilogue& e, float* c, int64_t rs_c, int64_t m, int64_t n,
+                              int64_t row0, int64_t col0) {
+  const float* col_bias = e.bias_mode == BiasMode::PerColumn ? e.bias + col0 : nullptr;
+  for (int64_t i = 0; i < m; ++i)
+    epilogue_row(c + i * rs_c, n, col_bias, e.bias_mode == BiasMode::PerRow ? e.bias[row0 + i] : 0.0f,
+                 e.act);
+}
+
+void epilogue_baseline(const Epilogue& e, float* c, int64_t rs_c, int64_t m, int64_t n, int64_t row0,
+                       int64_t col0) {
+  epilogue_block(e, c, rs_c, m, n, row0, col0);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void epilogue_avx2(const Epilogue& e, float* c, int64_t rs_c, int64_t m,
+                                                   int64_t n, int64_t row0, int64_t col0) {
+  epilogue_block(e, c, rs_c, m, n, row0, col0);
+}
+#endif
+
+}  // namespace
+
 void apply_epilogue(const Epilogue& e, float* c, int64_t rs_c, int64_t m, int64_t n,
                     int64_t row0, int64_t col0) {
-  for (int64_t i = 0; i < m; ++i) {
-    float* row = c + i * rs_c;
-    if (e.bias_mode == BiasMode::PerRow) {
-      const float b = e.bias[row0 + i];
-      for (int64_t j = 0; j < n; ++j) row[j] += b;
-    } else if (e.bias_mode == BiasMode::PerColumn) {
-      const float* b = e.bias + col0;
-      for (int64_t j = 0; j < n; ++j) row[j] += b[j];
-    }
-    if (e.act == Activation::Relu) {
-      for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j], 0.0f);
-    } else if (e.act == Activation::Relu6) {
-      for (int64_t j = 0; j < n; ++j) row[j] = std::min(std::max(row[j], 0.0f), 6.0f);
-    }
-  }
+#if defined(__x86_64__)
+  if (active_config().kernel->simd != SimdLevel::Baseline) return epilogue_avx2(e, c, rs_c, m, n, row0, col0);
+#endif
+  epilogue_baseline(e, c, rs_c, m, n, row0, col0);
 }
 
 void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, float alpha,
