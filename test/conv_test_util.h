@@ -59,8 +59,11 @@ inline double reference_output(const ConvCase& c, int64_t n, int64_t oc, int64_t
 }
 
 // Runs `algo` on the case in its layout; checks every output (or `samples` random ones)
-// against the reference within (K + 4) * eps * magnitude. Returns the plan's algorithm name.
-inline std::string check_conv(const ConvCase& c, gk_conv_algo algo, int64_t samples = 0) {
+// against the reference within (K + 4) * eps * magnitude, or, when `relative_bound` > 0,
+// within relative_bound * (the largest |output| checked), the accuracy measure for
+// Winograd. Returns the plan's algorithm name; *max_relative gets the measured error.
+inline std::string check_conv(const ConvCase& c, gk_conv_algo algo, int64_t samples = 0,
+                              double relative_bound = 0, double* max_relative = nullptr) {
   const gk_conv_desc& d = c.d;
   gk_conv_plan* plan = nullptr;
   gk_status st = gk_conv_plan_create(&d, c.w.data(), c.with_bias ? c.bias.data() : nullptr, algo, &plan);
@@ -80,6 +83,7 @@ inline std::string check_conv(const ConvCase& c, gk_conv_algo algo, int64_t samp
   const int64_t total = int64_t(out_nchw.size());
   std::mt19937_64 rng(7);
   const int64_t checks = samples > 0 ? std::min(samples, total) : total;
+  double max_err = 0, max_ref = 0;
   for (int64_t t = 0; t < checks; ++t) {
     const int64_t idx = samples > 0 ? int64_t(rng() % uint64_t(total)) : t;
     const int64_t ow = idx % c.ow, oh = idx / c.ow % c.oh, oc = idx / (c.ow * c.oh) % d.out_channels,
@@ -88,12 +92,24 @@ inline std::string check_conv(const ConvCase& c, gk_conv_algo algo, int64_t samp
     const double want = reference_output(c, n, oc, oh, ow, &mag);
     const double bound = (k + 4) * double(FLT_EPSILON) * mag + 1e-30;
     const double got = out_nchw[size_t(idx)];
+    if (!(std::fabs(got - want) < 1e30)) {  // NaN or Inf
+      ADD_FAILURE() << name << ": output " << idx << " = " << got;
+      break;
+    }
+    max_err = std::max(max_err, std::fabs(got - want));
+    max_ref = std::max(max_ref, std::fabs(want));
+    if (relative_bound > 0) continue;
     if (!(std::fabs(got - want) <= bound)) {
       ADD_FAILURE() << name << ": output (n=" << n << ", oc=" << oc << ", oh=" << oh << ", ow=" << ow
                     << ") = " << got << ", expected " << want << " (bound " << bound << ")";
       break;
     }
   }
+  const double relative = max_ref > 0 ? max_err / max_ref : max_err;
+  if (max_relative) *max_relative = relative;
+  if (relative_bound > 0 && !(relative <= relative_bound))
+    ADD_FAILURE() << name << ": max error " << max_err << " over max |output| " << max_ref << " = "
+                  << relative << " > " << relative_bound;
   return name;
 }
 

@@ -109,7 +109,8 @@ TEST(Conv, EveryLayoutWithEveryAlgorithm) {
 }
 
 // Every conv layer of ResNet-18/50, MobileNetV2, ShuffleNetV2 and VGG-16 (batch 1, 224x224)
-// with the default algorithm, ReLU and bias, checked on 300 sampled outputs. Under
+// with the default algorithm under GK_CONV_FLAG_HIGH_ACCURACY (so held to the strict
+// bound), ReLU and bias, checked on 300 sampled outputs. Under
 // emulation only the layers under 60 MFLOP run (VGG's and ResNet's big layers would take
 // minutes each at 0.25 GFLOP/s).
 TEST(Conv, EveryNetworkLayerWithDefaultAlgorithm) {
@@ -134,6 +135,7 @@ TEST(Conv, EveryNetworkLayerWithDefaultAlgorithm) {
     d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = v[8];
     d.dilation_h = d.dilation_w = v[9], d.groups = v[10];
     d.activation = GK_ACT_RELU;
+    d.flags = GK_CONV_FLAG_HIGH_ACCURACY;  // lossy Winograd variants: test_winograd.cpp
     const ConvCase c = gktest::make_conv_case(d, true, uint32_t(layers));
     const double flops = 2.0 * d.out_channels * c.oh * c.ow * (d.in_channels / d.groups) * d.kernel_h * d.kernel_w;
     ++layers;
@@ -144,6 +146,9 @@ TEST(Conv, EveryNetworkLayerWithDefaultAlgorithm) {
       EXPECT_EQ(algo, "depthwise");
     } else if (d.kernel_h == 1 && d.stride_h == 1 && v[8] == 0) {
       EXPECT_EQ(algo, "gemm_1x1");
+    } else if (d.kernel_h == 3 && d.stride_h == 1 && d.groups == 1 && d.in_channels >= 16 &&
+               d.out_channels >= 16 && ((c.oh + 1) / 2) * ((c.ow + 1) / 2) >= 16) {
+      EXPECT_EQ(algo, "winograd_f23");  // the accurate variant (HIGH_ACCURACY is set)
     } else {
       EXPECT_EQ(algo, "im2col_gemm");
     }
@@ -169,8 +174,9 @@ TEST(Conv, LayoutRoundTripsAndPadding) {
           ASSERT_EQ(mid[size_t(i)], 0.0f) << "padding at " << i;
         }
     }
-    if (layout == GK_LAYOUT_NHWC)  // element (0, 1, 0, 0) right after (0, 0, 0, 0)
+    if (layout == GK_LAYOUT_NHWC) {  // element (0, 1, 0, 0) right after (0, 0, 0, 0)
       EXPECT_EQ(mid[1], src[size_t(h * w)]);
+    }
   }
   EXPECT_EQ(gk_tensor_size(gk_layout(99), 1, 1, 1, 1), -1);
   EXPECT_EQ(gk_convert_layout(nullptr, GK_LAYOUT_NCHW, nullptr, GK_LAYOUT_NHWC, 1, 1, 1, 1),
@@ -230,12 +236,26 @@ TEST(Conv, ForcedAlgorithmThatCannotServeIsUnsupported) {
   d.batch = 1, d.in_channels = 4, d.in_height = 8, d.in_width = 8, d.out_channels = 4;
   d.kernel_h = d.kernel_w = 3;
   const std::vector<float> w(4 * 4 * 9, 0.5f);
-  for (gk_conv_algo algo : {GK_CONV_ALGO_GEMM_1X1, GK_CONV_ALGO_DEPTHWISE, GK_CONV_ALGO_WINOGRAD_F23,
-                            GK_CONV_ALGO_WINOGRAD_F43, GK_CONV_ALGO_WINOGRAD_F63}) {
+  for (gk_conv_algo algo : {GK_CONV_ALGO_GEMM_1X1, GK_CONV_ALGO_DEPTHWISE}) {
     gk_conv_plan* plan = nullptr;
     EXPECT_EQ(gk_conv_plan_create(&d, w.data(), nullptr, algo, &plan), GK_ERR_UNSUPPORTED);
     EXPECT_EQ(plan, nullptr);
     EXPECT_STRNE(gk_last_error(), "");
+  }
+  // Winograd serves 3x3, stride 1, dilation 1, groups 1 only.
+  const std::vector<float> big_w(4 * 4 * 25, 0.5f);
+  for (int breaker = 0; breaker < 4; ++breaker) {
+    gk_conv_desc e = d;
+    if (breaker == 0) e.stride_h = e.stride_w = 2;
+    if (breaker == 1) e.kernel_h = e.kernel_w = 5;
+    if (breaker == 2) e.dilation_h = e.dilation_w = 2;
+    if (breaker == 3) e.groups = 2;
+    for (gk_conv_algo algo : {GK_CONV_ALGO_WINOGRAD_F23, GK_CONV_ALGO_WINOGRAD_F43, GK_CONV_ALGO_WINOGRAD_F63}) {
+      gk_conv_plan* plan = nullptr;
+      EXPECT_EQ(gk_conv_plan_create(&e, big_w.data(), nullptr, algo, &plan), GK_ERR_UNSUPPORTED) << breaker;
+      EXPECT_EQ(plan, nullptr);
+      EXPECT_STRNE(gk_last_error(), "");
+    }
   }
 }
 

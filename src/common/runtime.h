@@ -32,7 +32,15 @@ void clear_last_error();
 // so the hot path does not allocate (and does not page-fault fresh mmap'ed memory).
 // Each slot is an independent buffer; the contents do not survive another call on the
 // same slot. Returns nullptr if memory is exhausted.
-enum class ScratchSlot { PackedA, PackedB, Edge, ConvInput, ConvOutput, ConvRow, ConvImage, Count };
+// Slots used within one call must differ (a slot may be reallocated by the next request):
+// the conv layout copies (ConvInput/Output) live across the algorithm's own buffers.
+enum class ScratchSlot {
+  PackedA, PackedB, Edge,           // GEMM driver
+  ConvInput, ConvOutput,            // gk_conv_run's NCHW copies of other layouts
+  ConvRow, ConvImage,               // direct / im2col input copies
+  WinogradV, WinogradM,             // Winograd transformed tiles
+  Count
+};
 float* scratch(ScratchSlot slot, int64_t floats);
 
 // Thread policy. max_threads(): the user's setting. threads_for(work): how many threads

@@ -44,6 +44,8 @@ class Algorithm {
   virtual const char* name() const = 0;
   // "" when usable, else the reason it is not.
   virtual std::string unusable_reason(const Shape& s) const = 0;
+  // Less accurate than direct convolution (excluded by GK_CONV_FLAG_HIGH_ACCURACY).
+  virtual bool lossy() const { return false; }
   // nullptr (with the last error set) when out of memory.
   virtual std::unique_ptr<Prepared> prepare(const Shape& s, const float* weights,
                                             const float* bias) const = 0;
@@ -57,6 +59,7 @@ const Algorithm* gemm_1x1_algorithm();
 const Algorithm* im2col_gemm_algorithm();
 const Algorithm* direct_algorithm();
 const Algorithm* depthwise_algorithm();
+const Algorithm* winograd_algorithm(int m);  // m = 2, 4, 6
 
 // Channels per block of a layout (1 for NCHW and NHWC).
 int64_t channel_block(gk_layout layout);

@@ -1,0 +1,163 @@
+// Winograd F(2x2), F(4x4), F(6x6) (3x3, stride 1): against the double reference with the
+// accuracy measure of the issue (max error / max |output|): tiles and tails, channels,
+// layouts, bias and activations, batch, threads, concurrent runs; and the accuracy on
+// every 3x3 stride-1 layer of the five networks with realistic data.
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "conv_test_util.h"
+#include "conv/winograd_matrices.h"
+
+namespace {
+
+struct Variant {
+  gk_conv_algo algo;
+  int m;
+  double bound;  // max error / max |output|; measured on the networks: 7.0e-7, 5.5e-6, 8.9e-6
+};
+const Variant kVariants[] = {{GK_CONV_ALGO_WINOGRAD_F23, 2, 3e-6},
+                             {GK_CONV_ALGO_WINOGRAD_F43, 4, 2e-5},
+                             {GK_CONV_ALGO_WINOGRAD_F63, 6, 5e-5}};
+
+gk_conv_desc desc3x3(int64_t batch, int64_t ic, int64_t h, int64_t w, int64_t oc, int64_t pad) {
+  gk_conv_desc d;
+  gk_conv_desc_init(&d);
+  d.batch = batch, d.in_channels = ic, d.in_height = h, d.in_width = w, d.out_channels = oc;
+  d.kernel_h = d.kernel_w = 3;
+  d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = pad;
+  return d;
+}
+
+}  // namespace
+
+// The 1-D identity behind every variant, in double: A^T [(G g) .* (B^T d)] = correlation.
+TEST(Winograd, TransformMatricesComputeCorrelation) {
+  for (const Variant& v : kVariants) {
+    const gk::conv::WinogradMatrices w = gk::conv::winograd_matrices(v.m);
+    ASSERT_EQ(w.alpha, v.m + 2);
+    const int a = w.alpha;
+    std::vector<float> d = gktest::random_vector(size_t(a), 1), g = gktest::random_vector(3, 2);
+    for (int i = 0; i < v.m; ++i) {
+      double y = 0, ref = 0;
+      for (int j = 0; j < a; ++j) {
+        double gg = 0, bd = 0;
+        for (int k = 0; k < 3; ++k) gg += w.g[size_t(j * 3 + k)] * g[size_t(k)];
+        for (int k = 0; k < a; ++k) bd += w.bt[size_t(j * a + k)] * d[size_t(k)];
+        y += w.at[size_t(i * a + j)] * gg * bd;
+      }
+      for (int k = 0; k < 3; ++k) ref += double(d[size_t(i + k)]) * g[size_t(k)];
+      EXPECT_NEAR(y, ref, 1e-12) << "F(" << v.m << ",3) output " << i;
+    }
+  }
+}
+
+// Odd and even sizes, sizes smaller than one tile, tile counts at every residue of the
+// 8-tile groups, channels 1..9 and large, asymmetric and zero padding, every layout, bias
+// and each activation, batch 2.
+TEST(Winograd, ShapesTailsLayoutsAgainstReference) {
+  struct Shape { int64_t batch, ic, h, w, oc, pad; };
+  std::vector<Shape> shapes = {{1, 1, 3, 3, 1, 0},    {1, 2, 4, 5, 3, 1},   {2, 3, 7, 9, 5, 1},
+                               {1, 9, 13, 11, 8, 1},  {1, 4, 2, 2, 4, 1},   {1, 5, 30, 6, 7, 0},
+                               {1, 8, 17, 34, 9, 1},  {2, 6, 26, 26, 6, 1}, {1, 64, 14, 14, 48, 1}};
+  if (gktest::quick()) shapes.resize(7);
+  const gk_layout layouts[] = {GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW8};
+  int i = 0;
+  for (const auto& sh : shapes) {
+    for (const Variant& v : kVariants) {
+      gk_conv_desc d = desc3x3(sh.batch, sh.ic, sh.h, sh.w, sh.oc, sh.pad);
+      if (i % 3 == 1) d.pad_left = 0, d.pad_bottom = 2;  // asymmetric
+      d.layout = layouts[i % 3];
+      d.activation = gk_activation(i % 3);
+      SCOPED_TRACE("shape " + std::to_string(&sh - shapes.data()) + " F" + std::to_string(v.m));
+      gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, uint32_t(i)), v.algo, 0, v.bound);
+      ++i;
+    }
+  }
+}
+
+// Tile counts around the tile-block size (several blocks, every residue of 8 in the last).
+TEST(Winograd, ManyTileBlocksAndTwoThreads) {
+  for (int threads : {1, 2}) {
+    gk_set_num_threads(threads);
+    for (int64_t w : {int64_t{37}, int64_t{64}, int64_t{70}}) {
+      for (const Variant& v : kVariants) {
+        gk_conv_desc d = desc3x3(1, 3, 45, w, 4, 1);
+        SCOPED_TRACE("threads " + std::to_string(threads) + " w " + std::to_string(w));
+        gktest::check_conv(gktest::make_conv_case(d, true, 3), v.algo, 0, v.bound);
+      }
+    }
+  }
+  gk_set_num_threads(0);
+}
+
+TEST(Winograd, ConcurrentRunsOnOnePlan) {
+  gk_conv_desc d = desc3x3(1, 16, 20, 20, 24, 1);
+  const gktest::ConvCase c = gktest::make_conv_case(d, true, 9);
+  gk_conv_plan* plan = nullptr;
+  ASSERT_EQ(gk_conv_plan_create(&d, c.w.data(), c.bias.data(), GK_CONV_ALGO_WINOGRAD_F43, &plan), GK_OK);
+  std::vector<float> expected(size_t(24 * 400));
+  ASSERT_EQ(gk_conv_run(plan, c.x.data(), expected.data()), GK_OK);
+  std::vector<int> same(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      bool all = true;
+      for (int rep = 0; rep < 10; ++rep) {
+        std::vector<float> out(expected.size(), gktest::kNaN);
+        all = all && gk_conv_run(plan, c.x.data(), out.data()) == GK_OK && out == expected;
+      }
+      same[size_t(t)] = all;
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_TRUE(same[size_t(t)]) << "thread " << t;
+  gk_conv_plan_destroy(plan);
+}
+
+// AUTO and FASTRUN never pick F(4x4) or F(6x6) under GK_CONV_FLAG_HIGH_ACCURACY.
+TEST(Winograd, HighAccuracyFlagExcludesLossyVariants) {
+  gk_conv_desc d = desc3x3(1, 32, 28, 28, 32, 1);
+  const std::vector<float> w(32 * 32 * 9, 0.01f);
+  for (gk_conv_algo algo : {GK_CONV_ALGO_AUTO, GK_CONV_ALGO_FASTRUN}) {
+    gk_conv_plan* plan = nullptr;
+    d.flags = GK_CONV_FLAG_HIGH_ACCURACY;
+    ASSERT_EQ(gk_conv_plan_create(&d, w.data(), nullptr, algo, &plan), GK_OK);
+    const std::string name = gk_conv_plan_algo_name(plan);
+    EXPECT_TRUE(name != "winograd_f43" && name != "winograd_f63") << name;
+    gk_conv_plan_destroy(plan);
+  }
+}
+
+// The accuracy of each variant on every 3x3 stride-1 layer of the networks, inputs in
+// [0, 1) as after ReLU and He-initialised weights, 300 sampled outputs per layer. Under
+// emulation only the layers under 60 MFLOP run.
+TEST(Winograd, AccuracyOnEveryNetworkLayer) {
+  std::ifstream csv("perf/networks.csv");
+  ASSERT_TRUE(csv.good());
+  std::string line;
+  std::getline(csv, line);
+  double worst[3] = {0, 0, 0};
+  int layers = 0;
+  while (std::getline(csv, line)) {
+    std::stringstream ss(line);
+    std::string net, layer, f;
+    std::getline(ss, net, ',');
+    std::getline(ss, layer, ',');
+    std::vector<int64_t> v;
+    while (std::getline(ss, f, ',')) v.push_back(std::stoll(f));
+    if (v[5] != 3 || v[6] != 3 || v[7] != 1 || v[9] != 1 || v[10] != 1) continue;
+    const double flops = 2.0 * v[4] * v[2] * v[3] * v[1] * 9;
+    if (gktest::quick() && flops > 60e6) continue;
+    gk_conv_desc d = desc3x3(v[0], v[1], v[2], v[3], v[4], v[8]);
+    const gktest::ConvCase c = gktest::make_conv_case(d, false, uint32_t(layers++));
+    for (int i = 0; i < 3; ++i) {
+      SCOPED_TRACE(net + " " + layer + " F" + std::to_string(kVariants[i].m));
+      double rel = 0;
+      gktest::check_conv(c, kVariants[i].algo, 300, kVariants[i].bound, &rel);
+      worst[i] = std::max(worst[i], rel);
+    }
+  }
+  EXPECT_GT(layers, 0);
+  std::printf("Winograd max error / max |output| over %d layers: F(2x2) %.2e, F(4x4) %.2e, F(6x6) %.2e\n",
+              layers, worst[0], worst[1], worst[2]);
+}
