@@ -179,6 +179,8 @@ TEST(Conv, LayoutRoundTripsAndPadding) {
     }
   }
   EXPECT_EQ(gk_tensor_size(gk_layout(99), 1, 1, 1, 1), -1);
+  EXPECT_STREQ(gk_status_string(gk_status(99)), "unknown status");
+  EXPECT_STREQ(gk_status_string(GK_ERR_UNSUPPORTED), "unsupported");
   EXPECT_EQ(gk_convert_layout(nullptr, GK_LAYOUT_NCHW, nullptr, GK_LAYOUT_NHWC, 1, 1, 1, 1),
             GK_ERR_INVALID_ARGUMENT);
 }

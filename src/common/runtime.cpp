@@ -190,7 +190,9 @@ __attribute__((visibility("default"))) int gk_get_num_threads(void) {
   return gk::in_forked_child_serial_mode() ? 1 : gk::max_threads();
 }
 
-__attribute__((visibility("default"))) const char* gk_status_string(gk_status s) {
+__attribute__((visibility("default"))) const char* gk_status_string(gk_status status) {
+  int s;  // read as an int: a C caller may pass any value, which the enum type may not hold
+  std::memcpy(&s, &status, sizeof s);
   switch (s) {
     case GK_OK: return "success";
     case GK_ERR_INVALID_ARGUMENT: return "invalid argument";

@@ -2,6 +2,7 @@
 // conversions. Data flows conv -> gemm -> arch -> common; nothing below knows of images.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,17 @@ struct Shape {
   bool depthwise() const { return d.groups == d.in_channels && icg == 1; }
   double flops() const { return 2.0 * d.batch * d.out_channels * pixels() * k_gemm; }
 };
+
+// The integer a caller stored in an enum field or argument. A C caller can pass any int;
+// loading an out-of-range value as the C++ enum type would be undefined, so values that
+// are not validated yet are read as their bytes.
+template <typename E>
+int raw_enum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized here");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 // Checks every field; on failure sets the thread's last error and returns false.
 bool validate(const gk_conv_desc& d, Shape* shape);

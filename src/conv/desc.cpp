@@ -31,8 +31,8 @@ bool validate(const gk_conv_desc& d, Shape* shape) {
       {d.groups >= 1, "groups must be >= 1"},
       {d.groups >= 1 && d.in_channels % d.groups == 0, "in_channels must be divisible by groups"},
       {d.groups >= 1 && d.out_channels % d.groups == 0, "out_channels must be divisible by groups"},
-      {valid_layout(d.layout), "unknown layout"},
-      {d.activation == GK_ACT_NONE || d.activation == GK_ACT_RELU || d.activation == GK_ACT_RELU6,
+      {valid_layout(raw_enum(d.layout)), "unknown layout"},
+      {raw_enum(d.activation) >= GK_ACT_NONE && raw_enum(d.activation) <= GK_ACT_RELU6,
        "unknown activation"},
       {(d.flags & ~GK_CONV_FLAG_HIGH_ACCURACY) == 0, "unknown flags"},
   };

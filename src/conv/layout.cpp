@@ -50,7 +50,7 @@ extern "C" {
 
 __attribute__((visibility("default"))) int64_t gk_tensor_size(gk_layout layout, int64_t n,
                                                               int64_t c, int64_t h, int64_t w) {
-  if (!gk::conv::valid_layout(layout) || n < 0 || c < 0 || h < 0 || w < 0) return -1;
+  if (!gk::conv::valid_layout(gk::conv::raw_enum(layout)) || n < 0 || c < 0 || h < 0 || w < 0) return -1;
   const int64_t x = gk::conv::channel_block(layout);
   return n * ((c + x - 1) / x * x) * h * w;
 }
@@ -59,7 +59,8 @@ __attribute__((visibility("default"))) gk_status gk_convert_layout(const float* 
                                                                    gk_layout src_layout, float* dst,
                                                                    gk_layout dst_layout, int64_t n,
                                                                    int64_t c, int64_t h, int64_t w) {
-  if (!src || !dst || !gk::conv::valid_layout(src_layout) || !gk::conv::valid_layout(dst_layout) ||
+  if (!src || !dst || !gk::conv::valid_layout(gk::conv::raw_enum(src_layout)) ||
+      !gk::conv::valid_layout(gk::conv::raw_enum(dst_layout)) ||
       n < 0 || c < 0 || h < 0 || w < 0) {
     gk::set_last_error("gk_convert_layout: NULL pointer, unknown layout or negative size");
     return GK_ERR_INVALID_ARGUMENT;

@@ -85,8 +85,8 @@ __attribute__((visibility("default"))) gk_status gk_conv_plan_create(const gk_co
     gk::set_last_error("gk_conv_plan_create: NULL descriptor, weights or plan pointer");
     return GK_ERR_INVALID_ARGUMENT;
   }
-  if (!gk::conv::is_known_algorithm(algo)) {
-    gk::set_last_error("gk_conv_plan_create: unknown algorithm %d", static_cast<int>(algo));
+  if (!gk::conv::is_known_algorithm(gk::conv::raw_enum(algo))) {
+    gk::set_last_error("gk_conv_plan_create: unknown algorithm %d", gk::conv::raw_enum(algo));
     return GK_ERR_INVALID_ARGUMENT;
   }
   Shape s;
