@@ -2,8 +2,6 @@
 // with every usable algorithm forced and every layout; every layer of the five networks
 // with the default algorithm; layout round trips; invalid descriptors; forced algorithms
 // that cannot serve; concurrent runs on one plan.
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "conv_test_util.h"
@@ -114,37 +112,20 @@ TEST(Conv, EveryLayoutWithEveryAlgorithm) {
 // emulation only the layers under 60 MFLOP run (VGG's and ResNet's big layers would take
 // minutes each at 0.25 GFLOP/s).
 TEST(Conv, EveryNetworkLayerWithDefaultAlgorithm) {
-  const char* path = std::getenv("GEMMKIT_NETWORKS_CSV");
-  std::ifstream csv(path ? path : "perf/networks.csv");
-  ASSERT_TRUE(csv.good()) << "perf/networks.csv not found (run from the repository root)";
-  std::string line;
-  std::getline(csv, line);  // header
-  int layers = 0;
-  while (std::getline(csv, line)) {
-    std::stringstream ss(line);
-    std::string net, layer, field;
-    std::getline(ss, net, ',');
-    std::getline(ss, layer, ',');
-    std::vector<int64_t> v;
-    while (std::getline(ss, field, ',')) v.push_back(std::stoll(field));
-    ASSERT_EQ(v.size(), 12u) << line;
-    gk_conv_desc d;
-    gk_conv_desc_init(&d);
-    d.batch = v[0], d.in_channels = v[1], d.in_height = v[2], d.in_width = v[3], d.out_channels = v[4];
-    d.kernel_h = v[5], d.kernel_w = v[6], d.stride_h = d.stride_w = v[7];
-    d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = v[8];
-    d.dilation_h = d.dilation_w = v[9], d.groups = v[10];
+  const std::vector<gktest::NetworkLayer> layers = gktest::network_layers();
+  ASSERT_EQ(layers.size(), 89u) << "perf/networks.csv not found or incomplete (run from the repository root)";
+  for (size_t i = 0; i < layers.size(); ++i) {
+    gk_conv_desc d = layers[i].d;
     d.activation = GK_ACT_RELU;
     d.flags = GK_CONV_FLAG_HIGH_ACCURACY;  // lossy Winograd variants: test_winograd.cpp
-    const ConvCase c = gktest::make_conv_case(d, true, uint32_t(layers));
+    const ConvCase c = gktest::make_conv_case(d, true, uint32_t(i));
     const double flops = 2.0 * d.out_channels * c.oh * c.ow * (d.in_channels / d.groups) * d.kernel_h * d.kernel_w;
-    ++layers;
     if (gktest::quick() && flops > 60e6) continue;
-    SCOPED_TRACE(net + " " + layer);
+    SCOPED_TRACE(layers[i].net + " " + layers[i].layer);
     const std::string algo = gktest::check_conv(c, GK_CONV_ALGO_AUTO, 300);
     if (d.groups == d.in_channels) {
       EXPECT_EQ(algo, "depthwise");
-    } else if (d.kernel_h == 1 && d.stride_h == 1 && v[8] == 0) {
+    } else if (d.kernel_h == 1 && d.stride_h == 1 && d.pad_top == 0) {
       EXPECT_EQ(algo, "gemm_1x1");
     } else if (d.kernel_h == 3 && d.stride_h == 1 && d.groups == 1 && d.in_channels >= 16 &&
                d.out_channels >= 16 && ((c.oh + 1) / 2) * ((c.ow + 1) / 2) >= 16) {
@@ -154,7 +135,6 @@ TEST(Conv, EveryNetworkLayerWithDefaultAlgorithm) {
     }
     if (HasFailure()) return;
   }
-  EXPECT_EQ(layers, 89);
 }
 
 TEST(Conv, LayoutRoundTripsAndPadding) {

@@ -2,8 +2,6 @@
 // accuracy measure of the issue (max error / max |output|): tiles and tails, channels,
 // layouts, bias and activations, batch, threads, concurrent runs; and the accuracy on
 // every 3x3 stride-1 layer of the five networks with realistic data.
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "conv_test_util.h"
@@ -132,26 +130,17 @@ TEST(Winograd, HighAccuracyFlagExcludesLossyVariants) {
 // [0, 1) as after ReLU and He-initialised weights, 300 sampled outputs per layer. Under
 // emulation only the layers under 60 MFLOP run.
 TEST(Winograd, AccuracyOnEveryNetworkLayer) {
-  std::ifstream csv("perf/networks.csv");
-  ASSERT_TRUE(csv.good());
-  std::string line;
-  std::getline(csv, line);
   double worst[3] = {0, 0, 0};
   int layers = 0;
-  while (std::getline(csv, line)) {
-    std::stringstream ss(line);
-    std::string net, layer, f;
-    std::getline(ss, net, ',');
-    std::getline(ss, layer, ',');
-    std::vector<int64_t> v;
-    while (std::getline(ss, f, ',')) v.push_back(std::stoll(f));
-    if (v[5] != 3 || v[6] != 3 || v[7] != 1 || v[9] != 1 || v[10] != 1) continue;
-    const double flops = 2.0 * v[4] * v[2] * v[3] * v[1] * 9;
+  for (const gktest::NetworkLayer& l : gktest::network_layers()) {
+    const gk_conv_desc& nd = l.d;
+    if (nd.kernel_h != 3 || nd.kernel_w != 3 || nd.stride_h != 1 || nd.dilation_h != 1 || nd.groups != 1) continue;
+    const double flops = 2.0 * nd.out_channels * nd.in_height * nd.in_width * nd.in_channels * 9;
     if (gktest::quick() && flops > 250e6) continue;
-    gk_conv_desc d = desc3x3(v[0], v[1], v[2], v[3], v[4], v[8]);
+    gk_conv_desc d = desc3x3(nd.batch, nd.in_channels, nd.in_height, nd.in_width, nd.out_channels, nd.pad_top);
     const gktest::ConvCase c = gktest::make_conv_case(d, false, uint32_t(layers++));
     for (int i = 0; i < 3; ++i) {
-      SCOPED_TRACE(net + " " + layer + " F" + std::to_string(kVariants[i].m));
+      SCOPED_TRACE(l.net + " " + l.layer + " F" + std::to_string(kVariants[i].m));
       double rel = 0;
       gktest::check_conv(c, kVariants[i].algo, 300, kVariants[i].bound, &rel);
       worst[i] = std::max(worst[i], rel);

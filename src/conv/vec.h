@@ -1,25 +1,13 @@
-// Small 8-float vector helpers shared by the convolution algorithms. GCC vector types:
-// AVX2 in the functions compiled with target("avx2"), SSE or NEON otherwise. Inline copies
+// Copy helpers shared by the convolution algorithms (vector basics: common/simd.h). Inline copies
 // instead of memcpy/memset calls: the runs here are a few dozen floats, where a library
 // call costs more than the copy.
 #pragma once
-#pragma GCC diagnostic ignored "-Wpsabi"  // vectors only cross always-inline calls
-
 #include <cstdint>
-#include <cstring>
+
+#include "common/simd.h"
 
 namespace gk {
 namespace conv {
-
-typedef float v8 __attribute__((vector_size(32)));
-#define GK_INLINE inline __attribute__((always_inline))
-
-GK_INLINE v8 load8(const float* p) {
-  v8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-GK_INLINE void store8(float* p, const v8& v) { std::memcpy(p, &v, sizeof v); }
 
 // dst[0, n) = src[0, n), 8 at a time (the last move overlapping), no library call.
 GK_INLINE void copy_run(float* __restrict dst, const float* __restrict src, int64_t n) {

@@ -2,30 +2,16 @@
 // Two layouts matter: the panel's short dimension contiguous in memory (a straight copy
 // per k step) or its long dimension contiguous (a transpose in 4 x 8 register blocks).
 // Written with GCC vector types so the same code compiles to AVX2, SSE or NEON.
-// Vector types only cross always-inline calls, so the ABI note about them does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
+#include "common/simd.h"
 #include "gemm/gemm.h"
 
 namespace gk {
 namespace {
 
-typedef float v4 __attribute__((vector_size(16)));
-typedef float v8 __attribute__((vector_size(32)));
-
-#define GK_INLINE inline __attribute__((always_inline))
-
-GK_INLINE v8 load8(const float* p) {
-  v8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-GK_INLINE void store8(float* p, const v8& v) { std::memcpy(p, &v, sizeof v); }
-GK_INLINE void store4(float* p, const v4& v) { std::memcpy(p, &v, sizeof v); }
 GK_INLINE v4 low_half(const v8& v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3); }
 GK_INLINE v4 high_half(const v8& v) { return __builtin_shufflevector(v, v, 4, 5, 6, 7); }
 

@@ -1,18 +1,13 @@
 // One micro-kernel call on a possibly partial tile, the epilogue, and C scaling.
-// Vector types only cross always-inline calls, so the ABI note about them does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 #include <algorithm>
 #include <cstring>
 
+#include "common/simd.h"
 #include "gemm/gemm.h"
 
 namespace gk {
 
 namespace {
-
-typedef float v8 __attribute__((vector_size(32)));
-#define GK_INLINE inline __attribute__((always_inline))
 
 // row[0, n) = act(row + bias), bias a vector (per column) or a scalar (per row): 8 at a
 // time, scalar tail. It runs on every C tile of a conv layer, where K can be as small as
@@ -21,13 +16,10 @@ GK_INLINE void epilogue_row(float* row, int64_t n, const float* col_bias, float 
   const v8 zero = {}, six = zero + 6.0f;
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
-    v8 v, b = zero + row_bias;
-    std::memcpy(&v, row + j, sizeof v);
-    if (col_bias) std::memcpy(&b, col_bias + j, sizeof b);
-    v += b;
+    v8 v = load8(row + j) + (col_bias ? load8(col_bias + j) : zero + row_bias);
     if (act != Activation::None) v = v > zero ? v : zero;
     if (act == Activation::Relu6) v = v < six ? v : six;
-    std::memcpy(row + j, &v, sizeof v);
+    store8(row + j, v);
   }
   for (; j < n; ++j) {
     float v = row[j] + (col_bias ? col_bias[j] : row_bias);

@@ -1,0 +1,23 @@
+// GCC vector types and unaligned loads/stores shared by the C++ helpers around the kernels
+// (packing, epilogue, convolution transforms). Compiled per ISA by the functions that
+// include them (target("avx2") wrappers, else SSE2 on x86-64 and NEON on AArch64).
+#pragma once
+#pragma GCC diagnostic ignored "-Wpsabi"  // vectors only cross always-inline calls
+
+#include <cstring>
+
+namespace gk {
+
+typedef float v4 __attribute__((vector_size(16)));
+typedef float v8 __attribute__((vector_size(32)));
+#define GK_INLINE inline __attribute__((always_inline))
+
+GK_INLINE v8 load8(const float* p) {
+  v8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+GK_INLINE void store8(float* p, const v8& v) { std::memcpy(p, &v, sizeof v); }
+GK_INLINE void store4(float* p, const v4& v) { std::memcpy(p, &v, sizeof v); }
+
+}  // namespace gk
