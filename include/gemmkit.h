@@ -64,7 +64,7 @@ typedef enum { GK_ACT_NONE = 0, GK_ACT_RELU, GK_ACT_RELU6 } gk_activation;
 
 typedef enum {
   GK_CONV_ALGO_AUTO = 0,
-  GK_CONV_ALGO_FASTRUN, /* behaves like AUTO until Fast-Run lands */
+  GK_CONV_ALGO_FASTRUN, /* measure the candidates on this machine, keep the fastest */
   GK_CONV_ALGO_IM2COL_GEMM,
   GK_CONV_ALGO_GEMM_1X1,
   GK_CONV_ALGO_DIRECT,
@@ -104,6 +104,14 @@ void gk_conv_plan_destroy(gk_conv_plan *plan);
 /* Floats a tensor of this shape takes in this layout (NCHWx pads the channels). -1 when the
  * arguments are invalid. */
 int64_t gk_tensor_size(gk_layout layout, int64_t n, int64_t c, int64_t h, int64_t w);
+
+/* Fast-Run (GK_CONV_ALGO_FASTRUN) times every candidate configuration of a layer at plan
+ * time and keeps the fastest; the choice is cached in the process and, with these calls or
+ * GEMMKIT_FASTRUN_CACHE=path (loaded at first use, saved after each new entry), in a file.
+ * A file for another machine or library version is ignored; a malformed one is rejected
+ * with GK_ERR_IO and the cache is left as it was. Saves are atomic (write, then rename). */
+gk_status gk_fastrun_cache_load(const char *path);
+gk_status gk_fastrun_cache_save(const char *path);
 gk_status gk_convert_layout(const float *src, gk_layout src_layout, float *dst,
                             gk_layout dst_layout, int64_t n, int64_t c, int64_t h, int64_t w);
 

@@ -264,7 +264,7 @@ class Direct final : public Algorithm {
   gk_conv_algo id() const override { return GK_CONV_ALGO_DIRECT; }
   const char* name() const override { return "direct"; }
   std::string unusable_reason(const Shape&) const override { return ""; }
-  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b) const override {
+  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t) const override {
     return std::unique_ptr<Prepared>(new DirectConv(s, w, b));
   }
 };
@@ -276,7 +276,7 @@ class Depthwise final : public Algorithm {
   std::string unusable_reason(const Shape& s) const override {
     return s.depthwise() ? "" : "not channel-wise (groups != in_channels)";
   }
-  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b) const override {
+  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t) const override {
     return std::unique_ptr<Prepared>(new DirectConv(s, w, b));
   }
 };

@@ -108,19 +108,25 @@ class Im2colPacker final : public BPacker {
   const float* xs_;
 };
 
+// The im2col tile (the driver's NC) that keeps a tile's packed panels in half of L2.
+int64_t default_tile(const Shape& s, const KernelConfig& cfg) {
+  const int64_t l2 = cpu().l2_bytes >= (64 << 10) ? cpu().l2_bytes : (256 << 10);
+  const int64_t nr = cfg.kernel->nr;
+  const int64_t tile = l2 / 2 / (std::min(cfg.kc, s.k_gemm) * 4) / nr * nr;
+  return std::max<int64_t>(nr, std::min(cfg.nc, tile));
+}
+
 // Shared by both: packed weights per group, the blocking, and the per-image GEMMs.
 class GemmConv final : public Prepared {
  public:
-  GemmConv(const Shape& s, const float* weights, const float* bias, bool im2col)
+  GemmConv(const Shape& s, const float* weights, const float* bias, bool im2col, int64_t tile)
       : s_(s), im2col_(im2col), cfg_(active_config()) {
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
     const int64_t group_weights = s.ocg * s.k_gemm;
     for (int64_t g = 0; g < s.d.groups; ++g)
       packed_.emplace_back(new PackedA({weights + g * group_weights, s.k_gemm, 1}, s.ocg, s.k_gemm,
                                        cfg_.kernel->mr));
-    const int64_t l2 = cpu().l2_bytes >= (64 << 10) ? cpu().l2_bytes : (256 << 10);
-    const int64_t tile = l2 / 2 / (std::min(cfg_.kc, s.k_gemm) * 4) / cfg_.kernel->nr * cfg_.kernel->nr;
-    if (im2col_) cfg_.nc = std::max<int64_t>(cfg_.kernel->nr, std::min(cfg_.nc, tile));
+    if (im2col_) cfg_.nc = tile > 0 ? tile : default_tile(s, cfg_);
   }
   bool ok() const {
     for (const auto& p : packed_)
@@ -180,8 +186,9 @@ class GemmConv final : public Prepared {
   std::vector<std::unique_ptr<PackedA>> packed_;
 };
 
-std::unique_ptr<Prepared> prepare_gemm(const Shape& s, const float* w, const float* b, bool im2col) {
-  std::unique_ptr<GemmConv> p(new GemmConv(s, w, b, im2col));
+std::unique_ptr<Prepared> prepare_gemm(const Shape& s, const float* w, const float* b, bool im2col,
+                                       int64_t tile) {
+  std::unique_ptr<GemmConv> p(new GemmConv(s, w, b, im2col, tile));
   if (!p->ok()) {
     set_last_error("out of memory packing the convolution weights");
     return nullptr;
@@ -200,8 +207,8 @@ class Gemm1x1 final : public Algorithm {
     if (d.pad_top || d.pad_left || d.pad_bottom || d.pad_right) return "padded";
     return "";
   }
-  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b) const override {
-    return prepare_gemm(s, w, b, false);
+  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t) const override {
+    return prepare_gemm(s, w, b, false, 0);
   }
 };
 
@@ -210,8 +217,21 @@ class Im2colGemm final : public Algorithm {
   gk_conv_algo id() const override { return GK_CONV_ALGO_IM2COL_GEMM; }
   const char* name() const override { return "im2col_gemm"; }
   std::string unusable_reason(const Shape&) const override { return ""; }
-  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b) const override {
-    return prepare_gemm(s, w, b, true);
+  const char* tuning_name() const override { return "tile"; }
+  // Half and twice the L2-derived tile; the tile only matters when the output channels of
+  // a group span more than one MC block (else panels are packed one by one).
+  std::vector<int64_t> tunings(const Shape& s) const override {
+    const KernelConfig& cfg = active_config();
+    if (s.ocg <= cfg.mc) return {};
+    const int64_t t = default_tile(s, cfg), nr = cfg.kernel->nr;
+    std::vector<int64_t> v;
+    if (t / 2 >= nr) v.push_back(t / 2 / nr * nr);
+    v.push_back(2 * t);
+    return v;
+  }
+  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b,
+                                    int64_t tile) const override {
+    return prepare_gemm(s, w, b, true, tile);
   }
 };
 

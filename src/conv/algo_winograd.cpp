@@ -92,6 +92,18 @@ GK_INLINE void output_tile8(const Transforms<M>& tr, const float* mt, int64_t xi
     }
 }
 
+// Tiles per block: the V block (alpha^2 * IC * nb floats) in half of L2, in multiples of 8,
+// but at least 48: each block streams all alpha^2 transformed weight matrices (OC x IC)
+// once, so with many channels a smaller block would be weight-bound. At most all tiles.
+template <int M>
+int64_t default_tiles(const Shape& s) {
+  constexpr int A = M + 2;
+  const int64_t l2 = cpu().l2_bytes >= (64 << 10) ? cpu().l2_bytes : (256 << 10);
+  const int64_t all = ((s.oh + M - 1) / M) * ((s.ow + M - 1) / M);
+  const int64_t nb = std::clamp<int64_t>(l2 / 2 / (A * A * s.d.in_channels * 4) / 8 * 8, 48, 512);
+  return std::min(nb, (all + 7) / 8 * 8);
+}
+
 // The transforms compiled for AVX2 (x86-64 with AVX2) and for the baseline (SSE, NEON).
 template <int M>
 struct TransformFns {
@@ -134,7 +146,8 @@ class WinogradConv final : public Prepared {
   static constexpr int A = M + 2;
 
  public:
-  WinogradConv(const Shape& s, const float* weights, const float* bias) : s_(s), cfg_(active_config()) {
+  WinogradConv(const Shape& s, const float* weights, const float* bias, int64_t nr_tiles)
+      : s_(s), cfg_(active_config()) {
     const WinogradMatrices w = winograd_matrices(M);
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < A; ++j) tr_.at[i][j] = float(w.at[size_t(i * A + j)]);
@@ -167,11 +180,7 @@ class WinogradConv final : public Prepared {
     // the last tile of a row read zeros) elements.
     hp_ = th_ * M + 2, len_ = tw_ + 1 + 8;
     fns_ = transform_fns<M>();
-    const int64_t l2 = cpu().l2_bytes >= (64 << 10) ? cpu().l2_bytes : (256 << 10);
-    // At least 48 tiles: each block streams all alpha^2 transformed weight matrices (OC x IC)
-    // once, so with many channels a smaller, L2-sized block would be weight-bound.
-    nb_ = std::clamp<int64_t>(l2 / 2 / (A * A * ic * 4) / 8 * 8, 48, 512);
-    nb_ = std::min(nb_, (th_ * tw_ + 7) / 8 * 8);
+    nb_ = nr_tiles > 0 ? nr_tiles : default_tiles<M>(s);
   }
   bool ok() const {
     for (const auto& p : packed_)
@@ -292,8 +301,18 @@ class Winograd final : public Algorithm {
     return "";
   }
   bool lossy() const override { return M > 2; }
-  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b) const override {
-    std::unique_ptr<WinogradConv<M>> p(new WinogradConv<M>(s, w, b));
+  const char* tuning_name() const override { return "nr_tiles"; }
+  // Half and twice the default block, when there are that many tiles.
+  std::vector<int64_t> tunings(const Shape& s) const override {
+    const int64_t nb = default_tiles<M>(s), all = ((s.oh + M - 1) / M) * ((s.ow + M - 1) / M);
+    std::vector<int64_t> t;
+    if (nb / 2 >= 16) t.push_back(nb / 2 / 8 * 8);
+    if (2 * nb <= (all + 7) / 8 * 8) t.push_back(2 * nb);
+    return t;
+  }
+  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b,
+                                    int64_t nr_tiles) const override {
+    std::unique_ptr<WinogradConv<M>> p(new WinogradConv<M>(s, w, b, nr_tiles));
     if (!p->ok()) {
       set_last_error("out of memory packing the Winograd weights");
       return nullptr;

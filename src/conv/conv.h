@@ -58,10 +58,26 @@ class Algorithm {
   virtual std::string unusable_reason(const Shape& s) const = 0;
   // Less accurate than direct convolution (excluded by GK_CONV_FLAG_HIGH_ACCURACY).
   virtual bool lossy() const { return false; }
-  // nullptr (with the last error set) when out of memory.
+  // The algorithm's tunable parameter, for Fast-Run: its name ("" when it has none) and the
+  // values worth timing for a shape besides the default derived from the caches.
+  virtual const char* tuning_name() const { return ""; }
+  virtual std::vector<int64_t> tunings(const Shape&) const { return {}; }
+  // tuning 0: the cache-derived default. nullptr (with the last error set) when out of memory.
   virtual std::unique_ptr<Prepared> prepare(const Shape& s, const float* weights,
-                                            const float* bias) const = 0;
+                                            const float* bias, int64_t tuning = 0) const = 0;
 };
+
+// One configuration Fast-Run can time: an algorithm and a value of its tunable parameter.
+struct Candidate {
+  const Algorithm* algorithm;
+  int64_t tuning;    // 0: the default
+  std::string name;  // "im2col_gemm:tile=192", "winograd_f43:nr_tiles=96", "depthwise"
+};
+// Every usable configuration for a shape, the AUTO choice first; lossy ones only if allowed.
+std::vector<Candidate> candidates(const Shape& s, bool allow_lossy);
+// AUTO's choice: the first usable algorithm not rejected by the heuristic (tuning 0).
+// `rejected` collects the reasons for the others (GEMMKIT_VERBOSE).
+const Algorithm* heuristic_choice(const Shape& s, std::string* rejected);
 
 // Every algorithm, in the order AUTO prefers them.
 const std::vector<const Algorithm*>& algorithms();

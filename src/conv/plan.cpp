@@ -6,10 +6,11 @@
 
 #include "common/runtime.h"
 #include "conv/conv.h"
+#include "conv/fastrun.h"
 
 struct gk_conv_plan {
   gk::conv::Shape shape;
-  const gk::conv::Algorithm* algorithm;
+  std::string name;  // the candidate: "im2col_gemm", "winograd_f43:nr_tiles=96", ...
   std::unique_ptr<gk::conv::Prepared> prepared;
 };
 
@@ -67,6 +68,37 @@ void describe_choice(const Shape& s, const Algorithm* chosen, const std::string&
 }
 
 }  // namespace
+
+const Algorithm* heuristic_choice(const Shape& s, std::string* rejected) {
+  const Algorithm* chosen = nullptr;
+  for (const Algorithm* a : algorithms()) {
+    std::string why = a->unusable_reason(s);
+    if (why.empty() && a->lossy() && (s.d.flags & GK_CONV_FLAG_HIGH_ACCURACY))
+      why = "less accurate than direct (GK_CONV_FLAG_HIGH_ACCURACY)";
+    if (why.empty()) why = auto_reason_against(a, s);
+    if (why.empty() && !chosen) {
+      chosen = a;
+    } else if (rejected) {
+      *rejected += std::string("; ") + a->name() + (why.empty() ? " usable, ranked lower" : " rejected: " + why);
+    }
+  }
+  return chosen;
+}
+
+std::vector<Candidate> candidates(const Shape& s, bool allow_lossy) {
+  std::vector<Candidate> out;
+  auto add = [&](const Algorithm* a) {  // the default, then the tuned alternatives
+    out.push_back({a, 0, a->name()});
+    for (int64_t t : a->tunings(s))
+      out.push_back({a, t, std::string(a->name()) + ":" + a->tuning_name() + "=" + std::to_string(t)});
+  };
+  const Algorithm* first = heuristic_choice(s, nullptr);
+  if (first) add(first);
+  for (const Algorithm* a : algorithms())
+    if (a != first && a->unusable_reason(s).empty() && (allow_lossy || !a->lossy())) add(a);
+  return out;
+}
+
 }  // namespace conv
 }  // namespace gk
 
@@ -92,32 +124,50 @@ __attribute__((visibility("default"))) gk_status gk_conv_plan_create(const gk_co
   Shape s;
   if (!gk::conv::validate(*d, &s)) return GK_ERR_INVALID_ARGUMENT;
 
-  const Algorithm* chosen = nullptr;
-  std::string rejected;
   const bool automatic = algo == GK_CONV_ALGO_AUTO || algo == GK_CONV_ALGO_FASTRUN;
-  for (const Algorithm* a : gk::conv::algorithms()) {
-    if (!automatic && a->id() != algo) continue;
-    std::string why = a->unusable_reason(s);
-    if (why.empty() && automatic && a->lossy() && (d->flags & GK_CONV_FLAG_HIGH_ACCURACY))
-      why = "less accurate than direct (GK_CONV_FLAG_HIGH_ACCURACY)";
-    if (why.empty() && automatic) why = gk::conv::auto_reason_against(a, s);
-    if (why.empty() && !chosen) {
-      chosen = a;
-    } else if (!why.empty()) {
-      rejected += std::string("; ") + a->name() + " rejected: " + why;
+  const bool allow_lossy = !(d->flags & GK_CONV_FLAG_HIGH_ACCURACY);
+  std::unique_ptr<gk::conv::Prepared> prepared;
+  std::string name, rejected;
+  if (automatic) {
+    // A cached Fast-Run choice serves both AUTO and FASTRUN; FASTRUN measures on a miss.
+    const std::vector<gk::conv::Candidate> cands = gk::conv::candidates(s, allow_lossy);
+    std::string cached;
+    const gk::conv::Candidate* pick = nullptr;
+    if (gk::conv::cached_choice(s, &cached))
+      for (const auto& c : cands)
+        if (c.name == cached) pick = &c;
+    if (!pick && algo == GK_CONV_ALGO_FASTRUN && !cands.empty()) {
+      gk::conv::Choice choice = gk::conv::profile_and_choose(s, cands, weights, bias);
+      name = choice.candidate.name;
+      prepared = std::move(choice.prepared);
     } else {
-      rejected += std::string("; ") + a->name() + " usable, ranked lower";
+      const gk::conv::Candidate fallback = cands.empty() ? gk::conv::Candidate{nullptr, 0, ""} : cands.front();
+      const gk::conv::Candidate& c = pick ? *pick : fallback;
+      if (!c.algorithm) {
+        gk::set_last_error("gk_conv_plan_create: no algorithm can serve this descriptor");
+        return GK_ERR_UNSUPPORTED;
+      }
+      gk::conv::heuristic_choice(s, &rejected);
+      gk::conv::describe_choice(s, c.algorithm, pick ? "; from the Fast-Run cache" + rejected : rejected);
+      name = c.name;
+      prepared = c.algorithm->prepare(s, weights, bias, c.tuning);
     }
+  } else {
+    const Algorithm* forced = nullptr;
+    for (const Algorithm* a : gk::conv::algorithms())
+      if (a->id() == algo) forced = a;
+    const std::string why = forced ? forced->unusable_reason(s) : "unknown";
+    if (!why.empty()) {
+      gk::set_last_error("gk_conv_plan_create: the forced algorithm cannot serve this descriptor: %s",
+                         why.c_str());
+      return GK_ERR_UNSUPPORTED;
+    }
+    gk::conv::describe_choice(s, forced, "; forced");
+    name = forced->name();
+    prepared = forced->prepare(s, weights, bias);
   }
-  if (!chosen) {
-    gk::set_last_error("gk_conv_plan_create: the forced algorithm cannot serve this descriptor%s",
-                       rejected.c_str());
-    return GK_ERR_UNSUPPORTED;
-  }
-  gk::conv::describe_choice(s, chosen, rejected);
-  std::unique_ptr<gk::conv::Prepared> prepared = chosen->prepare(s, weights, bias);
   if (!prepared) return GK_ERR_OUT_OF_MEMORY;
-  *plan = new gk_conv_plan{s, chosen, std::move(prepared)};
+  *plan = new gk_conv_plan{s, name, std::move(prepared)};
   gk::clear_last_error();
   return GK_OK;
 }
@@ -152,7 +202,7 @@ __attribute__((visibility("default"))) gk_status gk_conv_run(const gk_conv_plan*
 }
 
 __attribute__((visibility("default"))) const char* gk_conv_plan_algo_name(const gk_conv_plan* plan) {
-  return plan ? plan->algorithm->name() : "";
+  return plan ? plan->name.c_str() : "";
 }
 
 __attribute__((visibility("default"))) int64_t gk_conv_plan_workspace_size(const gk_conv_plan* plan) {
