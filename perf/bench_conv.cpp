@@ -12,6 +12,7 @@
 //   bench_conv [--rounds=N] [--threads=1,2] [--quick] [--out=DIR] [--layers=CSV]
 #include <omp.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -177,7 +178,8 @@ class OneDnnConv {
   std::string impl_;
 };
 
-const char* kLibs[] = {"gemmkit", "im2col+openblas", "onednn-nchw", "onednn-blocked"};
+const char* kLibs[] = {"gemmkit", "im2col+openblas", "onednn-nchw", "onednn-blocked", "gemmkit-fastrun"};
+constexpr int kNumLibs = 5;
 
 std::string point_name(const Layer& l, int threads, const std::string& lib) {
   return "conv/" + l.net + "/" + l.name + "/t" + std::to_string(threads) + "/" + lib;
@@ -206,6 +208,8 @@ int main(int argc, char** argv) {
   struct LayerSetup {
     std::unique_ptr<LayerData> data;
     gk_conv_plan* plan = nullptr;
+    std::map<int, gk_conv_plan*> fastrun;  // per thread count: Fast-Run measures with them
+    std::map<int, double> fastrun_profile_s;  // plan creation time (the profiling)
     std::unique_ptr<Im2colBlas> caffe;
     // oneDNN fixes a primitive's thread count when it is created: one per thread count.
     std::map<int, std::unique_ptr<OneDnnConv>> dnnl_nchw, dnnl_blocked;
@@ -220,6 +224,14 @@ int main(int argc, char** argv) {
     }
     s.caffe.reset(new Im2colBlas(layers[i], ob));
     for (int t : thread_counts) {
+      gk_set_num_threads(t);
+      const auto p0 = std::chrono::steady_clock::now();
+      if (gk_conv_plan_create(&layers[i].d, s.data->w.data(), s.data->bias.data(), GK_CONV_ALGO_FASTRUN,
+                              &s.fastrun[t]) != GK_OK) {
+        std::fprintf(stderr, "bench_conv: FASTRUN %s: %s\n", layers[i].name.c_str(), gk_last_error());
+        return 1;
+      }
+      s.fastrun_profile_s[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
       omp_set_num_threads(t);
       s.dnnl_nchw[t].reset(new OneDnnConv(layers[i], *s.data, false));
       s.dnnl_blocked[t].reset(new OneDnnConv(layers[i], *s.data, true));
@@ -230,6 +242,10 @@ int main(int argc, char** argv) {
         })->MinTime(quick ? 0.02 : 0.05)->UseRealTime()->Unit(benchmark::kMicrosecond);
       };
       reg("gemmkit", [sp, t] { gk_set_num_threads(t); gk_conv_run(sp->plan, sp->data->x.data(), sp->data->y.data()); });
+      reg("gemmkit-fastrun", [sp, t] {
+        gk_set_num_threads(t);
+        gk_conv_run(sp->fastrun[t], sp->data->x.data(), sp->data->y.data());
+      });
       reg("im2col+openblas", [sp, t, &ob] { ob.set_threads(t); sp->caffe->run(*sp->data); });
       reg("onednn-nchw", [sp, t] { omp_set_num_threads(t); sp->dnnl_nchw[t]->run(); });
       reg("onednn-blocked", [sp, t] { omp_set_num_threads(t); sp->dnnl_blocked[t]->run(); });
@@ -259,18 +275,19 @@ int main(int argc, char** argv) {
         << "- gemmkit: " << gk_config_string() << "\n- OpenBLAS: " << ob.description
         << "\n- totals are sums over a network's conv layers (layer time x count), medians of " << rounds
         << " interleaved rounds\n\n"
-        << "| network | threads | gemmkit ms | im2col+OpenBLAS ms | oneDNN NCHW ms | oneDNN blocked ms | speedup vs im2col+OpenBLAS | gemmkit / oneDNN blocked | largest im2col matrix vs gemmkit workspace |\n"
-        << "|---|---|---|---|---|---|---|---|---|\n";
-  rows << "\n## Per layer (ms, median)\n\n| network | layer | threads | algorithm | gemmkit | im2col+OpenBLAS | oneDNN NCHW | oneDNN blocked (impl) | gemmkit GFLOP/s |\n|---|---|---|---|---|---|---|---|---|\n";
+        << "| network | threads | gemmkit AUTO ms | gemmkit FASTRUN ms (profiling s) | im2col+OpenBLAS ms | oneDNN NCHW ms | oneDNN blocked ms | AUTO speedup vs im2col+OpenBLAS | AUTO / oneDNN blocked | FASTRUN / oneDNN blocked | largest im2col matrix vs gemmkit workspace |\n"
+        << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  rows << "\n## Per layer (ms, median)\n\n| network | layer | threads | AUTO algorithm | gemmkit AUTO | FASTRUN choice | gemmkit FASTRUN | im2col+OpenBLAS | oneDNN NCHW | oneDNN blocked (impl) | AUTO GFLOP/s |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& net : nets) {
     for (int t : thread_counts) {
-      double total[4] = {0, 0, 0, 0};
+      double total[kNumLibs] = {0, 0, 0, 0, 0}, profiling = 0;
       int64_t max_full = 0, max_ws = 0;
       for (size_t i = 0; i < layers.size(); ++i) {
         const Layer& l = layers[i];
         if (l.net != net) continue;
-        double ms[4];
-        for (int li = 0; li < 4; ++li) {
+        double ms[kNumLibs];
+        profiling += setups[i].fastrun_profile_s[t];
+        for (int li = 0; li < kNumLibs; ++li) {
           ms[li] = median(samples[point_name(l, t, kLibs[li])]) * 1e3;
           total[li] += ms[li] * l.count;
           csv << net << ',' << l.name << ',' << l.count << ',' << t << ',' << kLibs[li] << ',' << ms[li] << ','
@@ -279,22 +296,28 @@ int main(int argc, char** argv) {
         }
         max_full = std::max(max_full, setups[i].caffe->workspace_bytes());
         max_ws = std::max(max_ws, gk_conv_plan_workspace_size(setups[i].plan));
-        char row[512];
-        std::snprintf(row, sizeof row, "| %s | %s | %d | %s | %.3f | %.3f | %.3f | %.3f (%s) | %.1f |\n", net.c_str(),
-                      l.name.c_str(), t, gk_conv_plan_algo_name(setups[i].plan), ms[0], ms[1], ms[2], ms[3],
+        char row[640];
+        std::snprintf(row, sizeof row, "| %s | %s | %d | %s | %.3f | %s | %.3f | %.3f | %.3f | %.3f (%s) | %.1f |\n",
+                      net.c_str(), l.name.c_str(), t, gk_conv_plan_algo_name(setups[i].plan), ms[0],
+                      gk_conv_plan_algo_name(setups[i].fastrun[t]), ms[4], ms[1], ms[2], ms[3],
                       setups[i].dnnl_blocked[t]->impl().c_str(), l.flops() / (ms[0] * 1e6));
         rows << row;
       }
-      char line[512];
-      std::snprintf(line, sizeof line, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2f | %.1f MiB vs %.0f KiB |\n",
-                    net.c_str(), t, total[0], total[1], total[2], total[3], total[1] / total[0],
-                    total[0] / total[3], max_full / 1048576.0, max_ws / 1024.0);
+      char line[640];
+      std::snprintf(line, sizeof line,
+                    "| %s | %d | %.1f | %.1f (%.2f s) | %.1f | %.1f | %.1f | %.2fx | %.2f | %.2f | %.1f MiB vs %.0f KiB |\n",
+                    net.c_str(), t, total[0], total[4], profiling, total[1], total[2], total[3],
+                    total[1] / total[0], total[0] / total[3], total[4] / total[3], max_full / 1048576.0,
+                    max_ws / 1024.0);
       table << line;
     }
   }
   md << table.str() << rows.str();
   std::printf("\n%s", table.str().c_str());
   std::printf("per-layer table: %s/conv.md, samples: %s/conv.csv\n", out_dir.c_str(), out_dir.c_str());
-  for (LayerSetup& s : setups) gk_conv_plan_destroy(s.plan);
+  for (LayerSetup& s : setups) {
+    gk_conv_plan_destroy(s.plan);
+    for (auto& f : s.fastrun) gk_conv_plan_destroy(f.second);
+  }
   return 0;
 }
