@@ -104,11 +104,22 @@ TEST_F(FastRun, FastestCandidateWinsAndNamesIt) {
   EXPECT_TRUE(clock.calls.empty());
 }
 
-TEST_F(FastRun, TiesKeepTheHeuristicChoice) {
+TEST_F(FastRun, TiesAndNearTiesKeepTheHeuristicChoice) {
   const gk_conv_desc d = layer();
+  const std::vector<std::string> names = candidate_names(d);
   FakeClock clock;  // every candidate 1 ms
   clock.install();
-  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), candidate_names(d)[0]);
+  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), names[0]);
+  gk::conv::clear_cache();
+  FakeClock near;
+  near.durations[names[1]] = 0.97e-3;  // 3% faster: within the noise margin
+  near.install();
+  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), names[0]);
+  gk::conv::clear_cache();
+  FakeClock clear;
+  clear.durations[names[1]] = 0.90e-3;  // 10% faster: switches
+  clear.install();
+  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), names[1]);
 }
 
 TEST_F(FastRun, BudgetStopsProfilingAndSlowCandidatesAreCutEarly) {

@@ -40,6 +40,7 @@ bool g_env_loaded = false;
 constexpr const char* kHeader = "gemmkit-fastrun 1";
 constexpr size_t kMaxToken = 512;
 constexpr long kMaxFileBytes = 16L << 20;
+constexpr double kSwitchMargin = 0.95;  // a new best must be at least 5% faster
 
 bool valid_token(const std::string& t) {
   if (t.empty() || t.size() > kMaxToken) return false;
@@ -239,7 +240,9 @@ Choice profile_and_choose(const Shape& s, const std::vector<Candidate>& cands, c
     char line[160];
     std::snprintf(line, sizeof line, "; %s %.3f ms", cands[i].name.c_str(), t * 1e3);
     report += line;
-    if (!best.prepared || t < best_time) {  // strict: ties keep the earlier (AUTO's) choice
+    // A challenger must be clearly faster: on a noisy machine a single profile can crown a
+    // candidate that is not, and AUTO's choice (timed first) is the safer default.
+    if (!best.prepared || t < kSwitchMargin * best_time) {
       best = {cands[i], std::move(p)};
       best_time = t;
     }

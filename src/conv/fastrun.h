@@ -19,7 +19,8 @@ std::string descriptor_key(const gk_conv_desc& d);
 bool cached_choice(const Shape& s, std::string* candidate_name);
 
 // Times every candidate (the AUTO choice first; later ones only while the time budget
-// lasts, and each cut after one run when clearly slower than the best), stores the winner
+// lasts, and each cut after one run when clearly slower than the best; a later one wins
+// only when at least 5% faster than the best so far), stores the winner
 // in the cache (and saves GEMMKIT_FASTRUN_CACHE) and returns it prepared. Serialized
 // across threads, so concurrent plans never time on top of each other.
 struct Choice {
