@@ -18,8 +18,8 @@
 
 namespace {
 
-// A 3x3 stride-1 layer: candidates are Winograd F(4x4) (AUTO's choice) and its tunings,
-// F(2x2), F(6x6), im2col_gemm and direct.
+// A 3x3 stride-1 layer: candidates are im2col_gemm (AUTO's choice for 16 channels), the
+// Winograd variants and their tunings, and direct.
 gk_conv_desc layer() {
   gk_conv_desc d;
   gk_conv_desc_init(&d);
@@ -93,14 +93,15 @@ TEST_F(FastRun, FastestCandidateWinsAndNamesIt) {
   const std::vector<std::string> names = candidate_names(d);
   ASSERT_GE(names.size(), 4u);
   EXPECT_EQ(names[0], plan_name(d, GK_CONV_ALGO_AUTO));  // AUTO's choice is timed first
+  ASSERT_NE(names[0], "direct");
   FakeClock clock;
-  clock.durations["im2col_gemm"] = 1e-4;
+  clock.durations["direct"] = 1e-4;
   clock.install();
-  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), "im2col_gemm");
+  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), "direct");
   // Cached: neither FASTRUN nor AUTO measures again, both use the choice.
   clock.calls.clear();
-  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), "im2col_gemm");
-  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_AUTO), "im2col_gemm");
+  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), "direct");
+  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_AUTO), "direct");
   EXPECT_TRUE(clock.calls.empty());
 }
 
@@ -258,15 +259,15 @@ TEST_F(FastRun, EnvironmentCacheIsLoadedAtFirstUseAndSavedAfterEachEntry) {
   const gk_conv_desc d = layer();
   const std::string path = temp_path("env");
   FakeClock clock;
-  clock.durations["im2col_gemm"] = 1e-5;
+  clock.durations["direct"] = 1e-5;
   clock.install();
   ASSERT_EQ(setenv("GEMMKIT_FASTRUN_CACHE", path.c_str(), 1), 0);
   gk::conv::clear_cache();
-  ASSERT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), "im2col_gemm");
-  EXPECT_NE(read_file(path).find(" im2col_gemm\n"), std::string::npos);  // saved
+  ASSERT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), "direct");
+  EXPECT_NE(read_file(path).find(" direct\n"), std::string::npos);  // saved
   gk::conv::clear_cache();  // a new process, in effect
   gk::conv::set_fake_durations(nullptr);
-  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_AUTO), "im2col_gemm");  // loaded at first use
+  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_AUTO), "direct");  // loaded at first use
   unsetenv("GEMMKIT_FASTRUN_CACHE");
   std::remove(path.c_str());
 }

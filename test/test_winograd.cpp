@@ -114,8 +114,8 @@ TEST(Winograd, ConcurrentRunsOnOnePlan) {
 
 // AUTO and FASTRUN never pick F(4x4) or F(6x6) under GK_CONV_FLAG_HIGH_ACCURACY.
 TEST(Winograd, HighAccuracyFlagExcludesLossyVariants) {
-  gk_conv_desc d = desc3x3(1, 32, 28, 28, 32, 1);
-  const std::vector<float> w(32 * 32 * 9, 0.01f);
+  gk_conv_desc d = desc3x3(1, 128, 28, 28, 128, 1);  // AUTO would pick F(4x4) without the flag
+  const std::vector<float> w(128 * 128 * 9, 0.01f);
   for (gk_conv_algo algo : {GK_CONV_ALGO_AUTO, GK_CONV_ALGO_FASTRUN}) {
     gk_conv_plan* plan = nullptr;
     d.flags = GK_CONV_FLAG_HIGH_ACCURACY;

@@ -1,6 +1,7 @@
 // Convolution plans: validate, choose an algorithm (forced, or the AUTO heuristic), prepare
 // it (pack the weights), and run it in any layout. GEMMKIT_VERBOSE=1 prints, per plan,
 // the algorithm chosen and why each other one was not.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -35,13 +36,19 @@ std::string auto_reason_against(const Algorithm* a, const Shape& s) {
       return (s.d.groups > 1 && s.k_gemm < 16) ? "" : "AUTO prefers a GEMM for this group size";
     case GK_CONV_ALGO_WINOGRAD_F23:
     case GK_CONV_ALGO_WINOGRAD_F43: {
-      // Measured on Zen 3, 1 thread, effective GFLOP/s vs im2col_gemm: F(4x4) 138 vs 73 on
-      // 512ch 28x28, F(2x2) 107 vs 67 on 128ch 112x112, F(2x2) 68 vs 53 on 512ch 7x7 where
-      // F(4x4) (4 tiles) fell to 33: each block streams all the transformed weights, so
-      // Winograd needs enough tiles, and enough channels for the transforms to pay.
+      // From Fast-Run's choices over the five networks (Zen 3, 1 thread, make bench):
+      //  - 64 channels, 56x56: im2col_gemm 3.85 ms beat winograd_f43 5.14 ms (ResNet layer1);
+      //    64 channels, 224x224: winograd_f43 kept (VGG features.2; 88 vs 56 GFLOP/s);
+      //  - 128 channels and up: winograd_f43 kept on 28x28..112x112 (VGG features.5..19,
+      //    ResNet layer2), 1.9x im2col on 512ch 28x28; winograd_f23 on 14x14 and 7x7
+      //    (ResNet layer3/4, VGG features.24), where F(4x4) has 16 or 4 tiles and lost.
+      // Each Winograd block streams all its transformed weights, so it needs tiles, and
+      // the transforms cost per channel what the GEMMs save per channel pair.
       const int64_t m = a->id() == GK_CONV_ALGO_WINOGRAD_F43 ? 4 : 2;
       const int64_t tiles = ((s.oh + m - 1) / m) * ((s.ow + m - 1) / m);
-      if (s.d.in_channels < 16 || s.d.out_channels < 16) return "too few channels for Winograd";
+      const int64_t channels = std::min(s.d.in_channels, s.d.out_channels);
+      if (channels < 64 || (channels < 128 && s.pixels() < 112 * 112))
+        return "too few channels for Winograd at this size";
       if (tiles < (m == 4 ? 36 : 16)) return "too few output tiles for Winograd";
       return "";
     }
