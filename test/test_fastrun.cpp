@@ -77,6 +77,18 @@ void write_file(const std::string& path, const std::string& text) {
   out << text;
 }
 
+// Fast-Run chooses "direct" for layer() (a fake clock makes it the fastest) and the cache is
+// saved to `path`; returns the file's text.
+std::string save_cache_choosing_direct(const std::string& path) {
+  FakeClock clock;
+  clock.durations["direct"] = 1e-5;
+  clock.install();
+  EXPECT_EQ(plan_name(layer(), GK_CONV_ALGO_FASTRUN), "direct");
+  gk::conv::set_fake_durations(nullptr);  // the clock dies here
+  EXPECT_EQ(gk_fastrun_cache_save(path.c_str()), GK_OK) << gk_last_error();
+  return read_file(path);
+}
+
 class FastRun : public ::testing::Test {
  protected:
   void SetUp() override { gk::conv::clear_cache(); }
@@ -157,13 +169,8 @@ TEST_F(FastRun, HighAccuracyFlagExcludesLossyCandidates) {
 
 TEST_F(FastRun, CacheFileRoundTrip) {
   const gk_conv_desc d = layer();
-  FakeClock clock;
-  clock.durations["direct"] = 1e-5;
-  clock.install();
-  ASSERT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), "direct");
   const std::string path = temp_path("roundtrip");
-  ASSERT_EQ(gk_fastrun_cache_save(path.c_str()), GK_OK) << gk_last_error();
-  const std::string text = read_file(path);
+  const std::string text = save_cache_choosing_direct(path);
   EXPECT_EQ(text.rfind("gemmkit-fastrun 1\nmachine " + gk::conv::machine_key() + "\nentry ", 0), 0u) << text;
   gk::conv::clear_cache();
   EXPECT_NE(plan_name(d, GK_CONV_ALGO_AUTO), "direct");
@@ -174,14 +181,8 @@ TEST_F(FastRun, CacheFileRoundTrip) {
 
 TEST_F(FastRun, FileForAnotherMachineOrVersionIsIgnored) {
   const gk_conv_desc d = layer();
-  FakeClock clock;
-  clock.durations["direct"] = 1e-5;
-  clock.install();
-  ASSERT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), "direct");
   const std::string path = temp_path("mismatch");
-  ASSERT_EQ(gk_fastrun_cache_save(path.c_str()), GK_OK);
-  const std::string good = read_file(path);
-  const std::string key = gk::conv::machine_key();
+  const std::string good = save_cache_choosing_direct(path);
   const std::string changes[][2] = {{"cpu=", "cpu=Other_CPU_"},
                                     {"threads=", "threads=9"},
                                     {"version=", "version=9."},
@@ -202,13 +203,8 @@ TEST_F(FastRun, FileForAnotherMachineOrVersionIsIgnored) {
 
 TEST_F(FastRun, CorruptedAndHostileFilesAreRejectedWithoutHarm) {
   const gk_conv_desc d = layer();
-  FakeClock clock;
-  clock.durations["direct"] = 1e-5;
-  clock.install();
-  ASSERT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), "direct");
   const std::string path = temp_path("fuzz");
-  ASSERT_EQ(gk_fastrun_cache_save(path.c_str()), GK_OK);
-  const std::string good = read_file(path);
+  const std::string good = save_cache_choosing_direct(path);
   const std::string good_path = temp_path("fuzz-good");
   write_file(good_path, good);
   const std::vector<std::string> names = candidate_names(d);
