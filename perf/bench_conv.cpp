@@ -27,6 +27,7 @@
 
 #include "gemmkit.h"
 #include "harness.h"
+#include "networks.h"
 
 namespace {
 
@@ -45,26 +46,11 @@ struct Layer {
 };
 
 std::vector<Layer> read_layers(const std::string& path) {
-  std::ifstream csv(path);
   std::vector<Layer> layers;
-  std::string line;
-  std::getline(csv, line);
-  while (std::getline(csv, line)) {
-    std::stringstream ss(line);
+  for (const gkbench::NetworkLayer& n : gkbench::read_network_layers(path)) {
     Layer l;
-    std::string f;
-    std::getline(ss, l.net, ',');
-    std::getline(ss, l.name, ',');
-    std::vector<int64_t> v;
-    while (std::getline(ss, f, ',')) v.push_back(std::stoll(f));
-    gk_conv_desc_init(&l.d);
-    l.d.batch = v[0], l.d.in_channels = v[1], l.d.in_height = v[2], l.d.in_width = v[3];
-    l.d.out_channels = v[4], l.d.kernel_h = v[5], l.d.kernel_w = v[6];
-    l.d.stride_h = l.d.stride_w = v[7];
-    l.d.pad_top = l.d.pad_bottom = l.d.pad_left = l.d.pad_right = v[8];
-    l.d.dilation_h = l.d.dilation_w = v[9], l.d.groups = v[10];
+    l.net = n.net, l.name = n.layer, l.d = n.d, l.count = n.count;
     l.d.activation = GK_ACT_RELU;
-    l.count = int(v[11]);
     gk_conv_output_size(&l.d, &l.oh, &l.ow);
     layers.push_back(l);
   }
@@ -191,11 +177,7 @@ int main(int argc, char** argv) {
   const bool quick = arg(argc, argv, "quick", "") == "1";
   const int rounds = std::stoi(arg(argc, argv, "rounds", quick ? "1" : "3"));
   const std::string out_dir = arg(argc, argv, "out", "build/bench");
-  std::vector<int> thread_counts;
-  {
-    std::stringstream ss(arg(argc, argv, "threads", "1,2"));
-    for (std::string t; std::getline(ss, t, ',');) thread_counts.push_back(std::stoi(t));
-  }
+  const std::vector<int> thread_counts = gkbench::thread_list(argc, argv);
   std::vector<Layer> layers = read_layers(arg(argc, argv, "layers", "perf/networks.csv"));
   if (quick) layers.erase(std::remove_if(layers.begin(), layers.end(), [](const Layer& l) { return l.net != "resnet18"; }), layers.end());
   const gkbench::OpenBlas ob = gkbench::load_openblas(arg(argc, argv, "openblas", "libopenblas.so.0"));

@@ -92,11 +92,7 @@ int main(int argc, char** argv) {
   const int rounds = std::stoi(arg(argc, argv, "rounds", quick ? "2" : "3"));
   const std::string out_dir = arg(argc, argv, "out", "build/bench");
   const std::string openblas_path = arg(argc, argv, "openblas", "libopenblas.so.0");
-  std::vector<int> thread_counts;
-  {
-    std::stringstream ss(arg(argc, argv, "threads", "1,2"));
-    for (std::string t; std::getline(ss, t, ',');) thread_counts.push_back(std::stoi(t));
-  }
+  const std::vector<int> thread_counts = gkbench::thread_list(argc, argv);
 
   std::vector<Library> libs = {{"gemmkit", cblas_sgemm, gk_set_num_threads, false}};
   const gkbench::OpenBlas openblas = gkbench::load_openblas(openblas_path);

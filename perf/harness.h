@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,14 @@ inline std::string arg(int argc, char** argv, const std::string& key, const std:
     if (s.rfind("--" + key + "=", 0) == 0) return s.substr(key.size() + 3);
   }
   return fallback;
+}
+
+// --threads=1,2 (the default): the thread counts to measure.
+inline std::vector<int> thread_list(int argc, char** argv) {
+  std::vector<int> counts;
+  std::stringstream ss(arg(argc, argv, "threads", "1,2"));
+  for (std::string t; std::getline(ss, t, ',');) counts.push_back(std::stoi(t));
+  return counts;
 }
 
 }  // namespace gkbench

@@ -15,6 +15,7 @@
 
 #include "gemm_test_util.h"
 #include "gemmkit.h"
+#include "../perf/networks.h"
 
 namespace gktest {
 
@@ -118,35 +119,11 @@ inline std::string check_conv(const ConvCase& c, gk_conv_algo algo, int64_t samp
 }
 
 // The conv layers of the five networks (perf/networks.csv, run from the repository root, or
-// GEMMKIT_NETWORKS_CSV): descriptor (padding symmetric) and name.
-struct NetworkLayer {
-  std::string net, layer;
-  gk_conv_desc d;
-};
+// GEMMKIT_NETWORKS_CSV), read by the benchmark's own reader.
+using NetworkLayer = gkbench::NetworkLayer;
 inline std::vector<NetworkLayer> network_layers() {
   const char* path = std::getenv("GEMMKIT_NETWORKS_CSV");
-  std::ifstream csv(path ? path : "perf/networks.csv");
-  std::vector<NetworkLayer> layers;
-  std::string line;
-  std::getline(csv, line);  // header
-  while (std::getline(csv, line)) {
-    std::stringstream ss(line);
-    NetworkLayer l;
-    std::string field;
-    std::getline(ss, l.net, ',');
-    std::getline(ss, l.layer, ',');
-    std::vector<int64_t> v;
-    while (std::getline(ss, field, ',')) v.push_back(std::stoll(field));
-    if (v.size() != 12) continue;
-    gk_conv_desc& d = l.d;
-    gk_conv_desc_init(&d);
-    d.batch = v[0], d.in_channels = v[1], d.in_height = v[2], d.in_width = v[3], d.out_channels = v[4];
-    d.kernel_h = v[5], d.kernel_w = v[6], d.stride_h = d.stride_w = v[7];
-    d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = v[8];
-    d.dilation_h = d.dilation_w = v[9], d.groups = v[10];
-    layers.push_back(l);
-  }
-  return layers;
+  return gkbench::read_network_layers(path ? path : "perf/networks.csv");
 }
 
 }  // namespace gktest
