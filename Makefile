@@ -37,6 +37,11 @@ SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno
 CPPFLAGS := -Iinclude -Isrc $(DEP_CPPFLAGS)
 CXXFLAGS ?= -O2 -g
 CXXFLAGS += -std=c++17 -fPIC -fopenmp -fvisibility=hidden -Wall -Wextra $(SANFLAGS)
+ifeq ($(ARCH),x86_64)
+# GCC's generic tuning splits unaligned 32-byte stores in the AVX2 helpers (packing,
+# transforms, epilogue) into two 16-byte halves; every AVX2 CPU stores them whole faster.
+CXXFLAGS += -mno-avx256-split-unaligned-store
+endif
 ASFLAGS := -fPIC $(SANFLAGS)
 LDLIBS := -lcpuinfo -fopenmp -lpthread
 LDFLAGS += $(DEP_LDFLAGS) $(SANFLAGS)
@@ -62,6 +67,10 @@ all: $(SHARED) $(STATIC)
 $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -MMD -MP -c $< -o $@
+
+# The Winograd transforms are sums of products with constant coefficients: contracting
+# them into FMAs halves their instruction count (and rounds once instead of twice).
+$(BUILD)/obj/src/conv/algo_winograd.o: CXXFLAGS += -ffp-contract=fast
 
 $(BUILD)/obj/%.o: %.S
 	@mkdir -p $(dir $@)

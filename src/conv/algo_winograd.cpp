@@ -1,145 +1,346 @@
-// Winograd F(m x m, 3 x 3) for 3x3 stride-1 convolutions (groups == 1), m = 2, 4, 6.
-// Per image, output tiles of m x m are processed in blocks of `nb` tiles:
-//   1. input transform: each alpha x alpha input tile d (alpha = m + 2) becomes
-//      V = B^T d B; V[xi][ic][t] for the alpha^2 positions xi, channel ic, tile t;
-//   2. alpha^2 GEMMs: M[xi] (OC x nb) = U[xi] (OC x IC) * V[xi] (IC x nb), U[xi] the
-//      weights transformed (G g G^T) and packed for the micro-kernel once, at plan time;
+// Winograd F(m x m, 3 x 3) for 3x3 stride-1 convolutions (groups == 1), m = 2, 4, 6,
+// alpha = m + 2. Multiplications per output: 9 direct; alpha^2 / m^2 with Winograd
+// (F(2): 4, F(4): 2.25, F(6): 1.78). Accuracy falls with m (points further from 0): F(2)
+// is as accurate as direct; F(4) and F(6) are excluded by GK_CONV_FLAG_HIGH_ACCURACY.
+//
+// Plan time: the weights become U[xi] = (G g G^T)[xi] (in double), packed for the
+// micro-kernel as A panels (MR output channels x IC) per position xi < alpha^2.
+//
+// Run time, per image: the input is copied once into a zero-padded plane split into m
+// column phases (no tile needs bounds checks; the 8 tiles of a vector are one load). The
+// output tiles, numbered row-major, are cut into blocks of at most `nr_tiles` tiles (whole
+// micro-panels of NR tiles); each block runs, on one thread:
+//   for each input-channel block [ic0, ic0 + icb):
+//     1. input transform: V = B^T d B of every tile and channel, written straight in the
+//        micro-kernel's packed-B order: V[xi] is icb x nb, as nb / NR panels of icb rows
+//        of NR tiles, so no packing pass runs;
+//     2. the alpha^2 GEMMs M[xi] (+)= U[xi] V[xi], micro-kernel calls on the packed
+//        operands (the first channel block writes M, the others accumulate);
 //   3. output transform: Y = A^T M A per tile, + bias, activation, into the output.
-// The transforms work on 8 tiles of a tile row at a time (one per vector lane); the input
-// is first copied into a zero-padded plane split into M column phases, so that no tile
-// needs bounds checks and each element of 8 tiles is one contiguous load.
-// nb: the V block (alpha^2 * IC * nb floats) takes half of L2, in multiples of 8 tiles, but
-// at least 48 tiles (see the constructor).
-// Multiplications per output: 9 direct; (m + 2)^2 / m^2 with Winograd (F(2): 4, F(4): 2.25,
-// F(6): 1.78). Accuracy falls with m (points further from 0): F(2) is as accurate as
-// direct; F(4) and F(6) are excluded by GK_CONV_FLAG_HIGH_ACCURACY.
+//
+// Blocking (derived at plan time from the caches, see blocking()):
+//   icb: all channels unless one B micro-panel (icb x NR floats) would exceed a quarter
+//        of L2 (splitting costs a pass over M per block, measured dearer than B from L2);
+//   nb:  the V and M blocks alpha^2 x (icb + OC) x nb floats in L2 when they fit, but
+//        at least 4 panels when the transformed weights do not fit L2 (each block streams
+//        them once).
+// Threads take whole blocks (each with its own V and M); with fewer blocks than threads
+// they split the output channels instead (each transforms the block's input itself).
+// The transforms are compiled against constexpr matrices: zeros cost nothing, +-1 no
+// multiplication; they run on 8 tiles of a tile row at a time, one per vector lane.
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "common/runtime.h"
 #include "conv/conv.h"
 #include "conv/vec.h"
 #include "conv/winograd_matrices.h"
+#include "gemm/partition.h"
 
 namespace gk {
 namespace conv {
+
+namespace {
+thread_local PhaseTimes* g_phase_sink = nullptr;
+}
+void set_phase_times(PhaseTimes* sink) { g_phase_sink = sink; }
+
 namespace {
 
+// ---- Transforms with compile-time coefficients -------------------------------------
+
+typedef int v8i __attribute__((vector_size(32)));
+typedef long long v4q __attribute__((vector_size(32)));
+
 template <int M>
-struct Transforms {
-  static constexpr int A = M + 2;
-  float at[M][A], bt[A][A];
+struct InputMatrix {  // B^T
+  static constexpr double at(int i, int k) { return kWinograd<M>.bt[i][k]; }
+};
+template <int M>
+struct OutputMatrix {  // A^T
+  static constexpr double at(int i, int k) { return kWinograd<M>.at[i][k]; }
 };
 
-// V = B^T d B for 8 tiles of a tile row. The padded input is stored split into M column
-// phases (element column i * M + q at phase q, index i), so element (k, j) of the 8 tiles
-// is one contiguous load: base[(k * M + j % M) * len + j / M + lane].
+// acc (+)= c * x for the constant c = Mat(Row, K): nothing for 0, no multiplication for
+// +-1. `started` is a constant after inlining, so the first term initializes acc.
+template <typename Mat, int Row, int K>
+GK_INLINE void add_term(v8& acc, bool& started, const v8& x) {
+  constexpr float c = float(Mat::at(Row, K));
+  if constexpr (c != 0.0f) {
+    if constexpr (c == 1.0f) {
+      acc = started ? acc + x : x;
+    } else if constexpr (c == -1.0f) {
+      acc = started ? acc - x : -x;
+    } else {
+      acc = started ? acc + x * c : x * c;
+    }
+    started = true;
+  }
+}
+
+// sum_k Mat(Row, k) * x[k * Stride].
+template <typename Mat, int Row, int Stride, int... K>
+GK_INLINE v8 combine(const v8* x, std::integer_sequence<int, K...>) {
+  v8 acc = {};
+  bool started = false;
+  (add_term<Mat, Row, K>(acc, started, x[K * Stride]), ...);
+  return acc;
+}
+
+// out[I][j] = sum_k Mat(I, k) in[k][j]: rows I < Rows of Mat times the A x A matrix `in`.
+template <typename Mat, int Rows, int A, int I = 0>
+GK_INLINE void left_multiply(const v8 (&in)[A][A], v8 (&out)[A][A]) {
+  if constexpr (I < Rows) {
+    for (int j = 0; j < A; ++j) out[I][j] = combine<Mat, I, A>(&in[0][j], std::make_integer_sequence<int, A>{});
+    left_multiply<Mat, Rows, A, I + 1>(in, out);
+  }
+}
+
+// out[i][J] = sum_k Mat(J, k) in[i][k] for rows i < rows: `in` times Mat^T, columns J < Cols.
+template <typename Mat, int Cols, int A, int J = 0>
+GK_INLINE void right_multiply(const v8 (&in)[A][A], int rows, v8 (&out)[A][A]) {
+  if constexpr (J < Cols) {
+    for (int i = 0; i < rows; ++i) out[i][J] = combine<Mat, J, 1>(&in[i][0], std::make_integer_sequence<int, A>{});
+    right_multiply<Mat, Cols, A, J + 1>(in, rows, out);
+  }
+}
+
+// dst[J * stride] = sum_k Mat(J, k) in[k] for J < Cols (one row of `in` times Mat^T),
+// each stored as it is computed (whole vectors, or the first `lanes` floats).
+template <typename Mat, int Cols, int A, int J = 0>
+GK_INLINE void right_multiply_store(const v8 (&in)[A], float* dst, int64_t stride, int lanes) {
+  if constexpr (J < Cols) {
+    const v8 r = combine<Mat, J, 1>(in, std::make_integer_sequence<int, A>{});
+    if (lanes == 8) {
+      store8(dst + J * stride, r);
+    } else {
+      for (int l = 0; l < lanes; ++l) dst[J * stride + l] = r[l];
+    }
+    right_multiply_store<Mat, Cols, A, J + 1>(in, dst, stride, lanes);
+  }
+}
+
+// V = B^T d B for 8 tiles of a tile row. The padded input is split into M column phases
+// (element column i * M + q at phase q, index i), so element (k, j) of the 8 tiles is one
+// contiguous load: base[(k * M + j % M) * len + j / M + lane]. V[xi] goes to
+// v + xi * xi_stride (lanes contiguous).
 template <int M>
-GK_INLINE void input_tile8(const Transforms<M>& tr, const float* base, int64_t len, int lanes,
-                           float* v, int64_t xi_stride) {
+GK_INLINE void input_tile8(const float* base, int64_t len, int lanes, float* v, int64_t xi_stride) {
   constexpr int A = M + 2;
-  v8 d[A][A];
+  v8 d[A][A], t[A][A];
   for (int k = 0; k < A; ++k)
     for (int j = 0; j < A; ++j) d[k][j] = load8(base + (k * M + j % M) * len + j / M);
-  v8 t[A][A];
-  for (int i = 0; i < A; ++i)
-    for (int j = 0; j < A; ++j) {
-      v8 s = {};
-      for (int k = 0; k < A; ++k) s += d[k][j] * tr.bt[i][k];
-      t[i][j] = s;
-    }
-  for (int i = 0; i < A; ++i)
-    for (int j = 0; j < A; ++j) {
-      v8 s = {};
-      for (int k = 0; k < A; ++k) s += t[i][k] * tr.bt[j][k];
-      float* dst = v + (i * A + j) * xi_stride;
-      if (lanes == 8) {
-        store8(dst, s);
-      } else {
-        for (int l = 0; l < lanes; ++l) dst[l] = s[l];
-      }
-    }
+  left_multiply<InputMatrix<M>, A>(d, t);
+  for (int i = 0; i < A; ++i) right_multiply_store<InputMatrix<M>, A>(t[i], v + i * A * xi_stride, xi_stride, lanes);
 }
 
-// Y = A^T M A for 8 tiles (M[xi] at m + xi * xi_stride, lanes contiguous), + bias,
-// activation, into the output rows (lane l's column offset l * M), only inside [oh_n, ow_n).
+
+// Stores one output row of 8 whole tiles: lane l's M values at out[l * M, l * M + M).
+// The M vectors (one per column, lanes = tiles) are interleaved with shuffles into 8 * M
+// contiguous floats, so the row leaves as M vector stores.
 template <int M>
-GK_INLINE void output_tile8(const Transforms<M>& tr, const float* mt, int64_t xi_stride, int lanes,
-                            float bias, gk_activation act, float* out, int64_t row, int64_t oh_n,
-                            int64_t ow_n) {
-  constexpr int A = M + 2;
-  v8 t[M][A];
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < A; ++j) {
-      v8 s = {};
-      for (int k = 0; k < A; ++k) s += load8(mt + (k * A + j) * xi_stride) * tr.at[i][k];
-      t[i][j] = s;
+GK_INLINE void store_row_interleaved(const v8 (&y)[M], float* out) {
+  const v8i lo = {0, 8, 1, 9, 2, 10, 3, 11}, hi = {4, 12, 5, 13, 6, 14, 7, 15};
+  if constexpr (M == 2) {
+    store8(out, __builtin_shuffle(y[0], y[1], lo));
+    store8(out + 8, __builtin_shuffle(y[0], y[1], hi));
+  } else if constexpr (M == 4) {
+    const v8 a0 = __builtin_shuffle(y[0], y[1], lo), a1 = __builtin_shuffle(y[0], y[1], hi);
+    const v8 b0 = __builtin_shuffle(y[2], y[3], lo), b1 = __builtin_shuffle(y[2], y[3], hi);
+    const v8i pair_lo = {0, 1, 8, 9, 2, 3, 10, 11}, pair_hi = {4, 5, 12, 13, 6, 7, 14, 15};
+    store8(out, __builtin_shuffle(a0, b0, pair_lo));
+    store8(out + 8, __builtin_shuffle(a0, b0, pair_hi));
+    store8(out + 16, __builtin_shuffle(a1, b1, pair_lo));
+    store8(out + 24, __builtin_shuffle(a1, b1, pair_hi));
+  } else {
+    // Pairs (y[2k][l], y[2k+1][l]) as 64-bit units q_k[l]; lane l's row is q0, q1, q2.
+    for (int half = 0; half < 2; ++half) {
+      const v8i sel = half ? hi : lo;
+      const v4q q0 = (v4q)__builtin_shuffle(y[0], y[1], sel), q1 = (v4q)__builtin_shuffle(y[2], y[3], sel),
+                q2 = (v4q)__builtin_shuffle(y[4], y[5], sel);
+      float* o = out + half * 24;
+      store8(o, (v8)__builtin_shuffle(__builtin_shuffle(q0, q1, (v4q){0, 4, 1, 5}), q2, (v4q){0, 1, 4, 2}));
+      store8(o + 8, (v8)__builtin_shuffle(__builtin_shuffle(q1, q2, (v4q){1, 5, 2, 6}), q0, (v4q){0, 1, 6, 2}));
+      store8(o + 16, (v8)__builtin_shuffle(__builtin_shuffle(q0, q1, (v4q){3, 7, 2, 6}), q2, (v4q){6, 0, 1, 7}));
     }
-  for (int i = 0; i < M && i < oh_n; ++i)
+  }
+}
+
+// Y = A^T M A for 8 tiles (M[xi] at mt + xi * xi_stride, lanes contiguous), + bias,
+// activation, into the output rows (lane l's column offset l * M), only inside
+// [0, oh_n) x [0, ow_n).
+template <int M>
+GK_INLINE void output_tile8(const float* mt, int64_t xi_stride, int lanes, float bias, gk_activation act,
+                            float* out, int64_t row, int64_t oh_n, int64_t ow_n) {
+  constexpr int A = M + 2;
+  v8 m[A][A], t[A][A], y[A][A];
+  for (int k = 0; k < A; ++k)
+    for (int j = 0; j < A; ++j) m[k][j] = load8(mt + (k * A + j) * xi_stride);
+  left_multiply<OutputMatrix<M>, M>(m, t);
+  right_multiply<OutputMatrix<M>, M>(t, M, y);
+  const v8 zero = {}, six = zero + 6.0f;
+  const bool whole_row = lanes == 8 && ow_n >= 8 * M;
+  for (int i = 0; i < M && i < oh_n; ++i) {
+    v8 row_out[M];
     for (int j = 0; j < M; ++j) {
-      v8 s = v8{} + bias;
-      for (int k = 0; k < A; ++k) s += t[i][k] * tr.at[j][k];
-      for (int l = 0; l < lanes; ++l) {
-        if (l * M + j >= ow_n) break;
-        float y = s[l];
-        if (act != GK_ACT_NONE) y = std::max(y, 0.0f);
-        if (act == GK_ACT_RELU6) y = std::min(y, 6.0f);
-        out[i * row + l * M + j] = y;
-      }
+      v8 s = y[i][j] + bias;
+      if (act != GK_ACT_NONE) s = s > zero ? s : zero;
+      if (act == GK_ACT_RELU6) s = s < six ? s : six;
+      row_out[j] = s;
     }
+    float* dst = out + i * row;
+    if (whole_row) {
+      store_row_interleaved<M>(row_out, dst);
+      continue;
+    }
+    for (int l = 0; l < lanes; ++l)
+      for (int j = 0; j < M && l * M + j < ow_n; ++j) dst[l * M + j] = row_out[j][l];
+  }
 }
 
-// Tiles per block: the V block (alpha^2 * IC * nb floats) in half of L2, in multiples of 8,
-// but at least 48: each block streams all alpha^2 transformed weight matrices (OC x IC)
-// once, so with many channels a smaller block would be weight-bound. At most all tiles.
+// dst[q * len + i] = row[i * M + q - pad] for q < M, i < len: one input row, zero-padded
+// (pad on the left, zeros past `width`), split into its M column phases. Where all 8 * M
+// inputs of 8 indices lie inside the row, they are loaded as M vectors and deinterleaved
+// with shuffles (M = 2, 4); the rest (edges, M = 6) element by element.
 template <int M>
-int64_t default_tiles(const Shape& s) {
-  constexpr int A = M + 2;
-  const int64_t l2 = cpu().l2_bytes >= (64 << 10) ? cpu().l2_bytes : (256 << 10);
-  const int64_t all = ((s.oh + M - 1) / M) * ((s.ow + M - 1) / M);
-  const int64_t nb = std::clamp<int64_t>(l2 / 2 / (A * A * s.d.in_channels * 4) / 8 * 8, 48, 512);
-  return std::min(nb, (all + 7) / 8 * 8);
+GK_INLINE void split_phases(const float* row, int64_t width, int64_t pad, int64_t len, float* dst) {
+  auto element = [&](int64_t i, int64_t q) {
+    const int64_t col = i * M + q - pad;
+    dst[q * len + i] = col >= 0 && col < width ? row[col] : 0.0f;
+  };
+  int64_t i = 0;
+  if constexpr (M == 2 || M == 4) {
+    const int64_t first = std::min(len, ceil_div(pad, M));  // the first i with i * M >= pad
+    for (; i < first; ++i)
+      for (int64_t q = 0; q < M; ++q) element(i, q);
+    for (; i + 8 <= len && (i + 8) * M - pad <= width; i += 8) {
+      const float* src = row + i * M - pad;
+      if constexpr (M == 2) {
+        const v8 a = load8(src), b = load8(src + 8);
+        store8(dst + i, __builtin_shuffle(a, b, (v8i){0, 2, 4, 6, 8, 10, 12, 14}));
+        store8(dst + len + i, __builtin_shuffle(a, b, (v8i){1, 3, 5, 7, 9, 11, 13, 15}));
+      } else {
+        const v8 a = load8(src), b = load8(src + 8), c = load8(src + 16), d = load8(src + 24);
+        const v8i even = {0, 4, 8, 12, 1, 5, 9, 13}, odd = {2, 6, 10, 14, 3, 7, 11, 15};
+        const v8 ab01 = __builtin_shuffle(a, b, even), ab23 = __builtin_shuffle(a, b, odd);
+        const v8 cd01 = __builtin_shuffle(c, d, even), cd23 = __builtin_shuffle(c, d, odd);
+        const v8i lo = {0, 1, 2, 3, 8, 9, 10, 11}, hi = {4, 5, 6, 7, 12, 13, 14, 15};
+        store8(dst + i, __builtin_shuffle(ab01, cd01, lo));
+        store8(dst + len + i, __builtin_shuffle(ab01, cd01, hi));
+        store8(dst + 2 * len + i, __builtin_shuffle(ab23, cd23, lo));
+        store8(dst + 3 * len + i, __builtin_shuffle(ab23, cd23, hi));
+      }
+    }
+  }
+  for (; i < len; ++i)
+    for (int64_t q = 0; q < M; ++q) element(i, q);
 }
 
 // The transforms compiled for AVX2 (x86-64 with AVX2) and for the baseline (SSE, NEON).
 template <int M>
 struct TransformFns {
-  void (*in)(const Transforms<M>&, const float*, int64_t, int, float*, int64_t);
-  void (*out)(const Transforms<M>&, const float*, int64_t, int, float, gk_activation, float*, int64_t,
-              int64_t, int64_t);
+  void (*in)(const float*, int64_t, int, float*, int64_t);
+  void (*out)(const float*, int64_t, int, float, gk_activation, float*, int64_t, int64_t, int64_t);
+  void (*split)(const float*, int64_t, int64_t, int64_t, float*);
 };
 template <int M>
-void input_baseline(const Transforms<M>& tr, const float* b, int64_t len, int lanes, float* v, int64_t st) {
-  input_tile8<M>(tr, b, len, lanes, v, st);
+void input_baseline(const float* b, int64_t len, int lanes, float* v, int64_t st) {
+  input_tile8<M>(b, len, lanes, v, st);
 }
 template <int M>
-void output_baseline(const Transforms<M>& tr, const float* mt, int64_t st, int lanes, float bias,
-                     gk_activation act, float* out, int64_t row, int64_t oh_n, int64_t ow_n) {
-  output_tile8<M>(tr, mt, st, lanes, bias, act, out, row, oh_n, ow_n);
+void output_baseline(const float* mt, int64_t st, int lanes, float bias, gk_activation act, float* out,
+                     int64_t row, int64_t oh_n, int64_t ow_n) {
+  output_tile8<M>(mt, st, lanes, bias, act, out, row, oh_n, ow_n);
+}
+template <int M>
+void split_baseline(const float* row, int64_t width, int64_t pad, int64_t len, float* dst) {
+  split_phases<M>(row, width, pad, len, dst);
 }
 #if defined(__x86_64__)
 template <int M>
-__attribute__((target("avx2,fma"))) void input_avx2(const Transforms<M>& tr, const float* b, int64_t len,
-                                                    int lanes, float* v, int64_t st) {
-  input_tile8<M>(tr, b, len, lanes, v, st);
+__attribute__((target("avx2,fma"))) void split_avx2(const float* row, int64_t width, int64_t pad, int64_t len,
+                                                    float* dst) {
+  split_phases<M>(row, width, pad, len, dst);
 }
 template <int M>
-__attribute__((target("avx2,fma"))) void output_avx2(const Transforms<M>& tr, const float* mt, int64_t st,
-                                                     int lanes, float bias, gk_activation act, float* out,
-                                                     int64_t row, int64_t oh_n, int64_t ow_n) {
-  output_tile8<M>(tr, mt, st, lanes, bias, act, out, row, oh_n, ow_n);
+__attribute__((target("avx2,fma"))) void input_avx2(const float* b, int64_t len, int lanes, float* v,
+                                                    int64_t st) {
+  input_tile8<M>(b, len, lanes, v, st);
+}
+template <int M>
+__attribute__((target("avx2,fma"))) void output_avx2(const float* mt, int64_t st, int lanes, float bias,
+                                                     gk_activation act, float* out, int64_t row,
+                                                     int64_t oh_n, int64_t ow_n) {
+  output_tile8<M>(mt, st, lanes, bias, act, out, row, oh_n, ow_n);
 }
 #endif
 template <int M>
 TransformFns<M> transform_fns() {
 #if defined(__x86_64__)
-  if (active_config().kernel->simd != SimdLevel::Baseline) return {input_avx2<M>, output_avx2<M>};
+  if (active_config().kernel->simd != SimdLevel::Baseline) return {input_avx2<M>, output_avx2<M>, split_avx2<M>};
 #endif
-  return {input_baseline<M>, output_baseline<M>};
+  return {input_baseline<M>, output_baseline<M>, split_baseline<M>};
 }
+
+// ---- Blocking -----------------------------------------------------------------------
+
+struct Blocking {
+  int64_t tiles;     // nb: tiles per block, a multiple of NR
+  int64_t channels;  // icb: input channels per channel block (before balancing)
+};
+
+// Measured on Zen 3 (32 KiB L1d, 512 KiB L2), F(4x4), layers of 64..512 channels:
+//  - icb: splitting the channels costs a read-modify-write pass over M per extra channel
+//    block, which cost 15-40% more than streaming a B micro-panel of all channels from L2
+//    (the kernel's B loads are sequential and prefetched). So channels are blocked only
+//    when one B micro-panel (icb x NR floats) would exceed a quarter of L2: above 1365
+//    channels with NR = 24 here, 680 with the 256 KiB fallback. GEMMKIT_WINOGRAD_IC_BLOCK
+//    overrides it.
+//  - nb: the V and M blocks, alpha^2 x (icb + OC) x nb floats, in L2 (64-channel layers:
+//    one 24-tile panel, 20-30% faster than four). But a block streams every transformed
+//    weight (alpha^2 x OC x IC floats) once: when those do not fit L2 they come from L3,
+//    and blocks of at least kPanelsForWeightReuse panels amortize them (256-channel 56x56:
+//    four panels 15-25% faster than one).
+constexpr int64_t kPanelsForWeightReuse = 4;
+
+template <int M>
+Blocking blocking(const Shape& s, const KernelConfig& cfg, int64_t nr_tiles) {
+  constexpr int64_t A2 = (M + 2) * (M + 2);
+  const int64_t nr = cfg.kernel->nr, mr = cfg.kernel->mr;
+  const int64_t l2 = cpu().l2_bytes >= (128 << 10) ? cpu().l2_bytes : (256 << 10);
+  const int64_t oc = round_up(s.d.out_channels, mr), ic = s.d.in_channels;
+  const int64_t icb = std::min(ic, std::max<int64_t>(16, env_int("GEMMKIT_WINOGRAD_IC_BLOCK", l2 / 4 / (nr * 4))));
+  const int64_t panels_all = ceil_div(ceil_div(s.oh, M) * ceil_div(s.ow, M), nr);
+  int64_t panels = std::max<int64_t>(1, l2 / (A2 * (icb + oc) * nr * 4));
+  if (A2 * oc * ic * 4 > l2) panels = std::max(panels, kPanelsForWeightReuse);
+  if (nr_tiles > 0) panels = ceil_div(nr_tiles, nr);
+  return {std::min(panels, panels_all) * nr, icb};
+}
+
+// ---- The prepared convolution -------------------------------------------------------
+
+// Adds the time since the last lap to one phase of the sink (when there is one).
+class PhaseClock {
+ public:
+  explicit PhaseClock(PhaseTimes* sink) : sink_(sink) {
+    if (sink_) last_ = std::chrono::steady_clock::now();
+  }
+  void lap(double PhaseTimes::*phase) {
+    if (!sink_) return;
+    const auto now = std::chrono::steady_clock::now();
+    sink_->*phase += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  PhaseTimes* sink_;
+  std::chrono::steady_clock::time_point last_;
+};
 
 template <int M>
 class WinogradConv final : public Prepared {
@@ -147,12 +348,8 @@ class WinogradConv final : public Prepared {
 
  public:
   WinogradConv(const Shape& s, const float* weights, const float* bias, int64_t nr_tiles)
-      : s_(s), cfg_(active_config()) {
-    const WinogradMatrices w = winograd_matrices(M);
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < A; ++j) tr_.at[i][j] = float(w.at[size_t(i * A + j)]);
-    for (int i = 0; i < A; ++i)
-      for (int j = 0; j < A; ++j) tr_.bt[i][j] = float(w.bt[size_t(i * A + j)]);
+      : s_(s), cfg_(active_config()), mr_(cfg_.kernel->mr), nr_(cfg_.kernel->nr) {
+    const WinogradConstants<M>& w = kWinograd<M>;
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
     const int64_t oc = s.d.out_channels, ic = s.d.in_channels;
     // U[xi][oc][ic] = (G g G^T)[xi], in double, then packed per xi.
@@ -164,23 +361,23 @@ class WinogradConv final : public Prepared {
         for (int i = 0; i < A; ++i)
           for (int k = 0; k < 3; ++k) {
             gg[i][k] = 0;
-            for (int r = 0; r < 3; ++r) gg[i][k] += w.g[size_t(i * 3 + r)] * g[r * 3 + k];
+            for (int r = 0; r < 3; ++r) gg[i][k] += w.g[i][r] * g[r * 3 + k];
           }
         for (int i = 0; i < A; ++i)
           for (int j = 0; j < A; ++j) {
             double v = 0;
-            for (int k = 0; k < 3; ++k) v += gg[i][k] * w.g[size_t(j * 3 + k)];
+            for (int k = 0; k < 3; ++k) v += gg[i][k] * w.g[j][k];
             u[size_t(((i * A + j) * oc + o) * ic + c)] = float(v);
           }
       }
     for (int xi = 0; xi < A * A; ++xi)
-      packed_.emplace_back(new PackedA({u.data() + xi * oc * ic, ic, 1}, oc, ic, cfg_.kernel->mr));
-    th_ = (s.oh + M - 1) / M, tw_ = (s.ow + M - 1) / M;
+      packed_.emplace_back(new PackedA({u.data() + xi * oc * ic, ic, 1}, oc, ic, mr_));
+    th_ = ceil_div(s.oh, M), tw_ = ceil_div(s.ow, M);
     // Padded rows th*M + 2; each split into M phases of len_ = tw + 1 (+ 8: the lanes past
     // the last tile of a row read zeros) elements.
     hp_ = th_ * M + 2, len_ = tw_ + 1 + 8;
     fns_ = transform_fns<M>();
-    nb_ = nr_tiles > 0 ? nr_tiles : default_tiles<M>(s);
+    blocking_ = blocking<M>(s, cfg_, nr_tiles);
   }
   bool ok() const {
     for (const auto& p : packed_)
@@ -188,66 +385,157 @@ class WinogradConv final : public Prepared {
     return true;
   }
 
+  // The padded input (shared by the threads) and one thread's V and M blocks.
   int64_t workspace_bytes() const override {
-    const int64_t ic = s_.d.in_channels, oc = s_.d.out_channels;
-    return 4 * (ic * hp_ * M * len_ + A * A * (ic + oc) * nb_);
+    return 4 * (padded_floats() + v_floats() + m_floats(s_.d.out_channels));
   }
 
   void run(const float* input, float* output) const override {
     const gk_conv_desc& d = s_.d;
-    const int64_t ic = d.in_channels, oc = d.out_channels, tiles = th_ * tw_;
-    float* padded = scratch(ScratchSlot::ConvImage, ic * hp_ * M * len_);
-    float* vbuf = scratch(ScratchSlot::WinogradV, A * A * ic * nb_);
-    // + 8: the output transform reads 8 lanes even where fewer tiles remain.
-    float* mbuf = scratch(ScratchSlot::WinogradM, A * A * oc * nb_ + 8);
-    if (!padded || !vbuf || !mbuf) {
-      std::fprintf(stderr, "gemmkit: out of memory for the Winograd workspace\n");
-      std::abort();
-    }
+    const int64_t ic = d.in_channels, oc = d.out_channels;
+    float* padded = scratch(ScratchSlot::ConvImage, padded_floats());
+    if (!padded) out_of_memory();
     const int threads = threads_for(s_.flops() / 4);
     if (threads > 1) note_parallel_region();
+    PhaseTimes* sink = threads == 1 ? g_phase_sink : nullptr;
+    const int64_t blocks = block_count(threads);
+    const ThreadGrid grid = choose_grid(threads, blocks, ceil_div(oc, mr_));
     for (int64_t n = 0; n < d.batch; ++n) {
       const float* x = input + n * ic * d.in_height * d.in_width;
       float* y = output + n * oc * s_.pixels();
+      PhaseClock clock(sink);
       pad_image(x, padded, threads);
-      for (int64_t t0 = 0; t0 < tiles; t0 += nb_) {
-        const int64_t count = std::min(nb_, tiles - t0);
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-        for (int64_t c = 0; c < ic; ++c)
-          for_each_tile_group(t0, count, [&](int64_t t, int lanes) {
-            const int64_t ty = t / tw_, tx = t % tw_;
-            fns_.in(tr_, padded + (c * hp_ + ty * M) * M * len_ + tx, len_, lanes,
-                    vbuf + c * nb_ + (t - t0), ic * nb_);
-          });
-        for (int xi = 0; xi < A * A; ++xi) {
-          const PlainB b({vbuf + xi * ic * nb_, nb_, 1});
-          GemmProblem p;
-          p.m = oc, p.n = count, p.k = ic, p.alpha = 1.0f, p.beta = 0.0f;
-          p.a = packed_[size_t(xi)].get(), p.b = &b;
-          p.c = mbuf + xi * oc * nb_, p.rs_c = nb_;
-          gemm_packed(p, cfg_, threads);
+      clock.lap(&PhaseTimes::input_s);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+      {
+        const int tid = omp_get_thread_num();
+        const Range mine = share(blocks, tid / grid.wn, grid.wm, 1, blocks);
+        const Range channels = share(ceil_div(oc, mr_), tid % grid.wn, grid.wn, mr_, oc);
+        if (mine.begin < mine.end && channels.begin < channels.end) {
+          float* v = scratch(ScratchSlot::WinogradV, v_floats());
+          float* m = scratch(ScratchSlot::WinogradM, m_floats(channels.end - channels.begin));
+          if (!v || !m) out_of_memory();
+          for (int64_t b = mine.begin; b < mine.end; ++b) {
+            const Range tiles = block_tiles(b, blocks);
+            run_block(padded, tiles, channels, v, m, y, sink);
+          }
         }
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-        for (int64_t o = 0; o < oc; ++o)
-          for_each_tile_group(t0, count, [&](int64_t t, int lanes) {
-            const int64_t ty = t / tw_, tx = t % tw_;
-            fns_.out(tr_, mbuf + o * nb_ + (t - t0), oc * nb_, lanes,
-                     bias_.empty() ? 0.0f : bias_[size_t(o)], d.activation,
-                     y + (o * s_.oh + ty * M) * s_.ow + tx * M, s_.ow, s_.oh - ty * M, s_.ow - tx * M);
-          });
       }
     }
   }
 
  private:
-  // Calls f(t, lanes) for groups of up to 8 consecutive tiles of [t0, t0 + count) that lie
-  // in one tile row.
+  [[noreturn]] static void out_of_memory() {
+    std::fprintf(stderr, "gemmkit: out of memory for the Winograd workspace\n");
+    std::abort();
+  }
+  int64_t padded_floats() const { return s_.d.in_channels * hp_ * M * len_; }
+  // + 8: transforms read and write whole vectors past a block's last tile.
+  int64_t v_floats() const { return A * A * blocking_.channels * blocking_.tiles + 8; }
+  int64_t m_floats(int64_t channels) const { return A * A * round_up(channels, mr_) * blocking_.tiles + 8; }
+
+  // Blocks of at most nb tiles; with several threads, a multiple of the thread count when
+  // that costs at most one extra weight stream per thread, so no thread idles.
+  int64_t block_count(int threads) const {
+    const int64_t panels = ceil_div(th_ * tw_, nr_);
+    int64_t blocks = ceil_div(panels, blocking_.tiles / nr_);
+    if (threads > 1 && blocks >= threads / 2) blocks = std::min(panels, round_up(blocks, threads));
+    return blocks;
+  }
+  // The tiles of block b: whole NR-tile panels, spread evenly over the blocks.
+  Range block_tiles(int64_t b, int64_t blocks) const {
+    return share(ceil_div(th_ * tw_, nr_), int(b), int(blocks), nr_, th_ * tw_);
+  }
+
+  // Calls f(pos, lanes) for groups of up to 8 consecutive tiles of [t0, t0 + count)
+  // (pos = tile - t0), each inside one tile row and, if panel > 0, one panel of that width.
   template <typename F>
-  void for_each_tile_group(int64_t t0, int64_t count, F&& f) const {
-    for (int64_t t = t0; t < t0 + count;) {
-      const int64_t lanes = std::min<int64_t>({8, t0 + count - t, tw_ - t % tw_});
-      f(t, int(lanes));
-      t += lanes;
+  void for_each_tile_group(int64_t t0, int64_t count, int64_t panel, F&& f) const {
+    for (int64_t pos = 0; pos < count;) {
+      int64_t lanes = std::min<int64_t>({8, count - pos, tw_ - (t0 + pos) % tw_});
+      if (panel > 0) lanes = std::min(lanes, panel - pos % panel);
+      f(pos, int(lanes));
+      pos += lanes;
+    }
+  }
+
+  // One block of tiles for output channels [channels.begin, channels.end): the channel
+  // blocks' transforms and GEMMs into M, then the output transform.
+  void run_block(const float* padded, Range tiles, Range channels, float* v, float* m, float* y,
+                 PhaseTimes* sink) const {
+    const int64_t count = tiles.end - tiles.begin, width = round_up(count, nr_);
+    PhaseClock clock(sink);
+    for_each_balanced_block(s_.d.in_channels, blocking_.channels, 1, [&](int64_t ic0, int64_t icn) {
+      transform_input(padded, tiles.begin, count, width, ic0, icn, v);
+      clock.lap(&PhaseTimes::input_s);
+      multiply(v, count, width, ic0, icn, channels, m);
+      clock.lap(&PhaseTimes::gemm_s);
+    });
+    transform_output(m, tiles.begin, count, width, channels, y);
+    clock.lap(&PhaseTimes::output_s);
+  }
+
+  // V for channels [ic0, ic0 + icn): V[xi] at v + xi * icn * width, panel p (tiles
+  // [p * NR, p * NR + NR)) at + p * icn * NR, channel c's row of NR tiles at + c * NR.
+  void transform_input(const float* padded, int64_t t0, int64_t count, int64_t width, int64_t ic0,
+                       int64_t icn, float* v) const {
+    const int64_t xi_stride = icn * width;
+    for (int64_t c = 0; c < icn; ++c) {
+      for_each_tile_group(t0, count, nr_, [&](int64_t pos, int lanes) {
+        const int64_t ty = (t0 + pos) / tw_, tx = (t0 + pos) % tw_;
+        const float* tile = padded + ((ic0 + c) * hp_ + ty * M) * M * len_ + tx;
+        // The next channel's rows of these tiles: short runs in many rows, which the
+        // hardware prefetchers do not pick up (measured 15-20% of this phase on 64- and
+        // 128-channel layers, whose padded input does not fit L2).
+        if (c + 1 < icn)
+          for (int row = 0; row < A * M; ++row) __builtin_prefetch(tile + hp_ * M * len_ + row * len_);
+        fns_.in(tile, len_, lanes,
+                v + (pos / nr_) * icn * nr_ + c * nr_ + pos % nr_, xi_stride);
+      });
+    }
+    // The last panel's columns past the block's tiles are computed too (their M columns
+    // are never read): zeros there keep stale bits (denormals, NaN) out of the kernel.
+    const int64_t used = count - (width - nr_);
+    if (used < nr_)
+      for (int64_t xi = 0; xi < A * A; ++xi)
+        for (int64_t c = 0; c < icn; ++c) zero_run(v + xi * xi_stride + (width - nr_) * icn + c * nr_ + used, nr_ - used);
+  }
+
+  // M[xi] (+)= U[xi] V[xi] for output channels `channels`: micro-kernel calls on the
+  // packed weights and the V panels; each B panel stays in L1 while the A panels stream.
+  // M is stored channel-major, row (o * alpha^2 + xi) of `width` tiles, so the output
+  // transform of a channel reads one contiguous run instead of alpha^2 scattered rows.
+  void multiply(const float* v, int64_t count, int64_t width, int64_t ic0, int64_t icn, Range channels,
+                float* m) const {
+    const KernelInfo& ker = *cfg_.kernel;
+    const int64_t rows = round_up(channels.end - channels.begin, mr_);
+    const float beta = ic0 == 0 ? 0.0f : 1.0f;
+    for (int xi = 0; xi < A * A; ++xi) {
+      const PackedA& u = *packed_[size_t(xi)];
+      for (int64_t p = 0; p * nr_ < count; ++p) {
+        int64_t cols = 0;
+        const gk_ukernel_fn fn = kernel_for_columns(ker, std::min(nr_, count - p * nr_), &cols);
+        const float* b = v + xi * icn * width + p * icn * nr_;
+        float* c = m + xi * width + p * nr_;
+        for (int64_t r = 0; r < rows; r += mr_) {
+          const gk_ukernel_args args{u.panel(channels.begin + r, mr_, ic0, icn, int(mr_), nullptr), b,
+                                     c + r * A * A * width, icn, nr_, A * A * width, 1.0f, beta};
+          fn(&args);
+        }
+      }
+    }
+  }
+
+  void transform_output(const float* m, int64_t t0, int64_t count, int64_t width, Range channels,
+                        float* y) const {
+    const gk_conv_desc& d = s_.d;
+    for (int64_t o = channels.begin; o < channels.end; ++o) {
+      const float bias = bias_.empty() ? 0.0f : bias_[size_t(o)];
+      for_each_tile_group(t0, count, 0, [&](int64_t pos, int lanes) {
+        const int64_t ty = (t0 + pos) / tw_, tx = (t0 + pos) % tw_;
+        fns_.out(m + (o - channels.begin) * A * A * width + pos, width, lanes, bias, d.activation,
+                 y + (o * s_.oh + ty * M) * s_.ow + tx * M, s_.ow, s_.oh - ty * M, s_.ow - tx * M);
+      });
     }
   }
 
@@ -259,28 +547,23 @@ class WinogradConv final : public Prepared {
     for (int64_t c = 0; c < d.in_channels; ++c)
       for (int64_t r = 0; r < hp_; ++r) {
         const int64_t ih = r - d.pad_top;
-        for (int64_t q = 0; q < M; ++q) {
-          float* dst = padded + ((c * hp_ + r) * M + q) * len_;
-          if (ih < 0 || ih >= d.in_height) {
-            zero_run(dst, len_);
-            continue;
-          }
-          // Index i is input column i * M + q - pad_left: inside for i in [lo, hi).
-          const int64_t first = q - d.pad_left;
-          const int64_t lo = first >= 0 ? 0 : std::min<int64_t>(len_, (-first + M - 1) / M);
-          const int64_t hi = std::max(lo, std::min<int64_t>(len_, (d.in_width - first + M - 1) / M));
-          gather_padded(dst, x + (c * d.in_height + ih) * d.in_width + first, M, lo, hi, len_);
+        float* dst = padded + (c * hp_ + r) * M * len_;
+        if (ih < 0 || ih >= d.in_height) {
+          zero_run(dst, M * len_);
+        } else {
+          fns_.split(x + (c * d.in_height + ih) * d.in_width, d.in_width, d.pad_left, len_, dst);
         }
       }
   }
 
   Shape s_;
   KernelConfig cfg_;
-  Transforms<M> tr_;
+  int64_t mr_, nr_;
   std::vector<float> bias_;
   std::vector<std::unique_ptr<PackedA>> packed_;
   TransformFns<M> fns_;
-  int64_t th_, tw_, hp_, len_, nb_;
+  int64_t th_, tw_, hp_, len_;
+  Blocking blocking_;
 };
 
 template <int M>
@@ -304,10 +587,12 @@ class Winograd final : public Algorithm {
   const char* tuning_name() const override { return "nr_tiles"; }
   // Half and twice the default block, when there are that many tiles.
   std::vector<int64_t> tunings(const Shape& s) const override {
-    const int64_t nb = default_tiles<M>(s), all = ((s.oh + M - 1) / M) * ((s.ow + M - 1) / M);
+    const KernelConfig& cfg = active_config();
+    const int64_t nr = cfg.kernel->nr, nb = blocking<M>(s, cfg, 0).tiles;
+    const int64_t all = round_up(ceil_div(s.oh, M) * ceil_div(s.ow, M), nr);
     std::vector<int64_t> t;
-    if (nb / 2 >= 16) t.push_back(nb / 2 / 8 * 8);
-    if (2 * nb <= (all + 7) / 8 * 8) t.push_back(2 * nb);
+    if (nb / 2 >= nr) t.push_back(round_up(nb / 2, nr));
+    if (2 * nb <= all) t.push_back(2 * nb);
     return t;
   }
   std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b,

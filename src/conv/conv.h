@@ -89,6 +89,14 @@ const Algorithm* direct_algorithm();
 const Algorithm* depthwise_algorithm();
 const Algorithm* winograd_algorithm(int m);  // m = 2, 4, 6
 
+// Where a run's time goes, for the benchmark's per-phase breakdown (Winograd reports its
+// input transform, GEMMs and output transform). The sink is set on the calling thread and
+// only single-threaded runs report into it (with more threads the phases overlap).
+struct PhaseTimes {
+  double input_s = 0, gemm_s = 0, output_s = 0;
+};
+void set_phase_times(PhaseTimes* sink);  // nullptr: off
+
 // Channels per block of a layout (1 for NCHW and NHWC).
 int64_t channel_block(gk_layout layout);
 bool valid_layout(int layout);

@@ -125,6 +125,10 @@ bool select_kernel(const std::string& name);
 // Blocking for `kernel` from the detected caches (or its defaults), then GEMMKIT_MC/KC/NC.
 KernelConfig derive_blocking(const KernelInfo& kernel);
 
+// The narrowest kernel of `kernel`'s shape family that covers n <= NR columns (the full
+// tile kernel if none is narrower); *width receives the columns it computes.
+gk_ukernel_fn kernel_for_columns(const KernelInfo& kernel, int64_t n, int64_t* width);
+
 // Runs one micro-kernel call on a tile of m <= MR rows and n <= NR columns: full tiles go
 // straight to the kernel, partial ones through a local tile (the kernel never touches C
 // outside the m x n tile, and still never reads C when beta == 0). Applies the epilogue

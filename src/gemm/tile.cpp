@@ -58,19 +58,23 @@ void apply_epilogue(const Epilogue& e, float* c, int64_t rs_c, int64_t m, int64_
   epilogue_baseline(e, c, rs_c, m, n, row0, col0);
 }
 
+gk_ukernel_fn kernel_for_columns(const KernelInfo& kernel, int64_t n, int64_t* width) {
+  // Narrow tiles take the narrowest kernel that covers them: fewer wasted FMAs.
+  for (const NarrowKernel& narrow : kernel.narrower) {
+    if (narrow.fn && n <= narrow.nr) {
+      *width = narrow.nr;
+      return narrow.fn;
+    }
+  }
+  *width = kernel.nr;
+  return kernel.full_tile;
+}
+
 void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, const float* b, int64_t rs_b, float beta, float* c,
                  int64_t rs_c, const Epilogue* epilogue, int64_t row0, int64_t col0) {
-  // Narrow tiles take the narrowest kernel that covers them: fewer wasted FMAs.
-  gk_ukernel_fn fn = kernel.full_tile;
-  int64_t tile_cols = kernel.nr;
-  for (const NarrowKernel& narrow : kernel.narrower) {
-    if (narrow.fn && n <= narrow.nr) {
-      fn = narrow.fn;
-      tile_cols = narrow.nr;
-      break;
-    }
-  }
+  int64_t tile_cols = 0;
+  const gk_ukernel_fn fn = kernel_for_columns(kernel, n, &tile_cols);
   if (m == kernel.mr && n == tile_cols) {
     const gk_ukernel_args args{a, b, c, k, rs_b, rs_c, alpha, beta};
     fn(&args);

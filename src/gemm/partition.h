@@ -1,0 +1,59 @@
+// How work is cut into blocks and shared between threads: used by the GEMM driver and by
+// the convolution algorithms that run their own loops over micro-kernel calls (Winograd).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+namespace gk {
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Calls f(start, length) over [0, total) in blocks of at most `block`. A remainder
+// between block and 2*block becomes two near-equal blocks (rounded up to `align`), so
+// no call sees a sliver: a K of 1.1*KC runs as 2 x 0.55*KC, not KC + 0.1*KC.
+template <typename F>
+void for_each_balanced_block(int64_t total, int64_t block, int64_t align, F&& f) {
+  for (int64_t pos = 0; pos < total;) {
+    int64_t left = total - pos, len = left;
+    if (left > 2 * block) {
+      len = block;
+    } else if (left > block) {
+      len = std::min(left, round_up(ceil_div(left, 2), align));
+    }
+    f(pos, len);
+    pos += len;
+  }
+}
+
+// The wm x wn thread grid (wm * wn == threads) that minimizes the most tiles any one
+// thread computes; ties go to more row ways (GEMM: each thread keeps its A block private).
+struct ThreadGrid {
+  int wm, wn;
+};
+inline ThreadGrid choose_grid(int threads, int64_t row_tiles, int64_t col_tiles) {
+  ThreadGrid best{threads, 1};
+  int64_t best_cost = -1;
+  for (int wm = threads; wm >= 1; --wm) {
+    if (threads % wm) continue;
+    int wn = threads / wm;
+    int64_t cost = ceil_div(row_tiles, wm) * ceil_div(col_tiles, wn);
+    if (best_cost < 0 || cost < best_cost) {
+      best = {wm, wn};
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+// [begin, end) of `total_units` items for part `index` of `parts`, scaled by `unit` and
+// clipped to `limit`.
+struct Range {
+  int64_t begin, end;
+};
+inline Range share(int64_t total_units, int index, int parts, int64_t unit, int64_t limit) {
+  int64_t b = total_units * index / parts * unit, e = total_units * (index + 1) / parts * unit;
+  return {std::min(b, limit), std::min(e, limit)};
+}
+
+}  // namespace gk
