@@ -7,7 +7,11 @@
 //   onednn-blocked   oneDNN in its preferred (blocked) layouts, reordered outside the timing,
 //                    as a user who keeps activations blocked between layers would run it.
 // gemmkit runs AUTO in NCHW. Reports per-network totals (layer time x its count), per-layer
-// times, and gemmkit's workspace against the full im2col matrix.
+// times, and gemmkit's workspace against the full im2col matrix. On the 3x3 stride-1
+// layers it also times each Winograd variant and gemmkit's im2col_gemm, forced, in the
+// same interleaved rounds (per-network totals, effective GFLOP/s counted with direct
+// convolution's FLOPs), and on a few representative layers the time share of the three
+// Winograd phases (input transform, GEMMs, output transform), one thread.
 //
 //   bench_conv [--rounds=N] [--threads=1,2] [--quick] [--out=DIR] [--layers=CSV]
 #include <omp.h>
@@ -25,6 +29,7 @@
 #include <set>
 #include <sstream>
 
+#include "conv/conv.h"  // PhaseTimes: the Winograd phase breakdown (internal)
 #include "gemmkit.h"
 #include "harness.h"
 #include "networks.h"
@@ -167,8 +172,121 @@ class OneDnnConv {
 const char* kLibs[] = {"gemmkit", "im2col+openblas", "onednn-nchw", "onednn-blocked", "gemmkit-fastrun"};
 constexpr int kNumLibs = 5;
 
+// The forced gemmkit algorithms timed on 3x3 stride-1 layers.
+struct Forced {
+  const char* lib;
+  gk_conv_algo algo;
+};
+const Forced kForced[] = {{"winograd-f23", GK_CONV_ALGO_WINOGRAD_F23},
+                          {"winograd-f43", GK_CONV_ALGO_WINOGRAD_F43},
+                          {"winograd-f63", GK_CONV_ALGO_WINOGRAD_F63},
+                          {"im2col-gemm", GK_CONV_ALGO_IM2COL_GEMM}};
+constexpr int kNumForced = 4, kNumWinograd = 3;
+
+bool winograd_layer(const Layer& l) {
+  const gk_conv_desc& d = l.d;
+  return d.kernel_h == 3 && d.kernel_w == 3 && d.stride_h == 1 && d.stride_w == 1 && d.dilation_h == 1 &&
+         d.dilation_w == 1 && d.groups == 1;
+}
+
+// Layers whose Winograd phase shares are reported (when in the layer list).
+const char* kPhaseLayers[][2] = {{"vgg16", "features.2"},      {"vgg16", "features.12"},
+                                 {"vgg16", "features.24"},     {"resnet18", "layer1.0.conv1"},
+                                 {"resnet18", "layer3.0.conv2"}, {"resnet18", "layer4.0.conv2"}};
+
 std::string point_name(const Layer& l, int threads, const std::string& lib) {
   return "conv/" + l.net + "/" + l.name + "/t" + std::to_string(threads) + "/" + lib;
+}
+
+// Per layer: tensors, the gemmkit plan, the baselines; registered once per thread count.
+struct LayerSetup {
+  std::unique_ptr<LayerData> data;
+  gk_conv_plan* plan = nullptr;
+  std::map<int, gk_conv_plan*> fastrun;  // per thread count: Fast-Run measures with them
+  std::map<int, double> fastrun_profile_s;  // plan creation time (the profiling)
+  std::unique_ptr<Im2colBlas> caffe;
+  // oneDNN fixes a primitive's thread count when it is created: one per thread count.
+  std::map<int, std::unique_ptr<OneDnnConv>> dnnl_nchw, dnnl_blocked;
+  gk_conv_plan* forced[kNumForced] = {};  // 3x3 stride-1 layers only
+};
+using Samples = std::map<std::string, std::vector<double>>;
+
+// Per network and thread count, totals over the 3x3 stride-1 layers (time x count) of each
+// Winograd variant, of the best gemmkit algorithm per layer ("where it wins"), and of the
+// baselines; then per layer, each variant's time and effective GFLOP/s.
+std::string winograd_report(const std::vector<Layer>& layers, const std::vector<int>& thread_counts,
+                            const Samples& samples) {
+  auto ms = [&](const Layer& l, int t, const char* lib) { return median(samples.at(point_name(l, t, lib))) * 1e3; };
+  std::ostringstream out, rows;
+  out << "\n## Winograd on the 3x3 stride-1 layers (ms; effective GFLOP/s counted with direct convolution's FLOPs)\n\n"
+      << "| network | threads | layers | F(2x2) | F(4x4) | F(6x6) | im2col_gemm | best gemmkit per layer | "
+         "im2col+OpenBLAS | oneDNN blocked | best / oneDNN blocked | best GFLOP/s |\n"
+      << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  rows << "\n| network | layer | threads | F(2x2) ms (GFLOP/s) | F(4x4) | F(6x6) | im2col_gemm | im2col+OpenBLAS | "
+          "oneDNN blocked |\n|---|---|---|---|---|---|---|---|---|\n";
+  std::vector<std::string> nets;
+  for (const Layer& l : layers)
+    if (winograd_layer(l) && std::find(nets.begin(), nets.end(), l.net) == nets.end()) nets.push_back(l.net);
+  for (const std::string& net : nets)
+    for (int t : thread_counts) {
+      double total[kNumForced] = {}, best = 0, caffe = 0, dnnl = 0, flops = 0;
+      int count = 0;
+      for (const Layer& l : layers) {
+        if (l.net != net || !winograd_layer(l)) continue;
+        double layer_best = 1e300;
+        rows << "| " << net << " | " << l.name << " | " << t;
+        for (int f = 0; f < kNumForced; ++f) {
+          const double v = ms(l, t, kForced[f].lib);
+          total[f] += v * l.count;
+          layer_best = std::min(layer_best, v);
+          char cell[64];
+          std::snprintf(cell, sizeof cell, " | %.3f (%.0f)", v, l.flops() / (v * 1e6));
+          rows << cell;
+        }
+        const double c = ms(l, t, "im2col+openblas"), o = ms(l, t, "onednn-blocked");
+        char cell[64];
+        std::snprintf(cell, sizeof cell, " | %.3f | %.3f |\n", c, o);
+        rows << cell;
+        best += layer_best * l.count, caffe += c * l.count, dnnl += o * l.count, flops += l.flops() * l.count;
+        count += l.count;
+      }
+      char line[512];
+      std::snprintf(line, sizeof line, "| %s | %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f |\n",
+                    net.c_str(), t, count, total[0], total[1], total[2], total[3], best, caffe, dnnl, best / dnnl,
+                    flops / (best * 1e6));
+      out << line;
+    }
+  return out.str() + rows.str();
+}
+
+// The share of the Winograd phases on a few layers, one thread: each variant run once to
+// warm up, then 5 times with the phase clock on (internal API), times summed over the runs.
+std::string phase_report(const std::vector<Layer>& layers, const std::vector<LayerSetup>& setups) {
+  std::ostringstream out;
+  out << "\n## Winograd phases, one thread (input transform incl. padding / GEMMs / output transform)\n\n"
+      << "| network | layer | variant | ms per run | input | GEMMs | output |\n|---|---|---|---|---|---|---|\n";
+  gk_set_num_threads(1);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    bool wanted = false;
+    for (const auto& p : kPhaseLayers) wanted = wanted || (layers[i].net == p[0] && layers[i].name == p[1]);
+    if (!wanted || !setups[i].forced[0]) continue;
+    for (int f = 0; f < kNumWinograd; ++f) {
+      gk_conv_run(setups[i].forced[f], setups[i].data->x.data(), setups[i].data->y.data());  // warm
+      gk::conv::PhaseTimes times;
+      gk::conv::set_phase_times(&times);
+      constexpr int kRuns = 5;
+      for (int r = 0; r < kRuns; ++r) gk_conv_run(setups[i].forced[f], setups[i].data->x.data(), setups[i].data->y.data());
+      gk::conv::set_phase_times(nullptr);
+      const double sum = times.input_s + times.gemm_s + times.output_s;
+      char line[256];
+      std::snprintf(line, sizeof line, "| %s | %s | %s | %.3f | %.0f%% | %.0f%% | %.0f%% |\n", layers[i].net.c_str(),
+                    layers[i].name.c_str(), kForced[f].lib, sum / kRuns * 1e3, 100 * times.input_s / sum,
+                    100 * times.gemm_s / sum, 100 * times.output_s / sum);
+      out << line;
+    }
+  }
+  gk_set_num_threads(0);
+  return out.str();
 }
 
 }  // namespace
@@ -186,16 +304,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // Per layer: tensors, the gemmkit plan, the baselines; registered once per thread count.
-  struct LayerSetup {
-    std::unique_ptr<LayerData> data;
-    gk_conv_plan* plan = nullptr;
-    std::map<int, gk_conv_plan*> fastrun;  // per thread count: Fast-Run measures with them
-    std::map<int, double> fastrun_profile_s;  // plan creation time (the profiling)
-    std::unique_ptr<Im2colBlas> caffe;
-    // oneDNN fixes a primitive's thread count when it is created: one per thread count.
-    std::map<int, std::unique_ptr<OneDnnConv>> dnnl_nchw, dnnl_blocked;
-  };
+
   std::vector<LayerSetup> setups(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
     LayerSetup& s = setups[i];
@@ -205,6 +314,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     s.caffe.reset(new Im2colBlas(layers[i], ob));
+    if (winograd_layer(layers[i]))
+      for (int f = 0; f < kNumForced; ++f)
+        if (gk_conv_plan_create(&layers[i].d, s.data->w.data(), s.data->bias.data(), kForced[f].algo,
+                                &s.forced[f]) != GK_OK) {
+          std::fprintf(stderr, "bench_conv: %s %s: %s\n", kForced[f].lib, layers[i].name.c_str(), gk_last_error());
+          return 1;
+        }
     for (int t : thread_counts) {
       gk_set_num_threads(t);
       const auto p0 = std::chrono::steady_clock::now();
@@ -231,6 +347,12 @@ int main(int argc, char** argv) {
       reg("im2col+openblas", [sp, t, &ob] { ob.set_threads(t); sp->caffe->run(*sp->data); });
       reg("onednn-nchw", [sp, t] { omp_set_num_threads(t); sp->dnnl_nchw[t]->run(); });
       reg("onednn-blocked", [sp, t] { omp_set_num_threads(t); sp->dnnl_blocked[t]->run(); });
+      for (int f = 0; f < kNumForced; ++f)
+        if (s.forced[f])
+          reg(kForced[f].lib, [sp, t, f] {
+            gk_set_num_threads(t);
+            gk_conv_run(sp->forced[f], sp->data->x.data(), sp->data->y.data());
+          });
     }
   }
   benchmark::Initialize(&argc, argv);
@@ -241,6 +363,8 @@ int main(int argc, char** argv) {
     for (int t : thread_counts) {
       groups.emplace_back();
       for (const char* lib : kLibs) groups.back().push_back(point_name(l, t, lib));
+      if (winograd_layer(l))
+        for (const Forced& f : kForced) groups.back().push_back(point_name(l, t, f.lib));
       spinners.insert(point_name(l, t, "im2col+openblas"));
     }
   auto samples = gkbench::run_interleaved(groups, rounds, spinners);
@@ -294,12 +418,15 @@ int main(int argc, char** argv) {
       table << line;
     }
   }
-  md << table.str() << rows.str();
-  std::printf("\n%s", table.str().c_str());
+  const std::string winograd = winograd_report(layers, thread_counts, samples);
+  const std::string phases = phase_report(layers, setups);
+  md << table.str() << winograd << phases << rows.str();
+  std::printf("\n%s%s%s", table.str().c_str(), winograd.c_str(), phases.c_str());
   std::printf("per-layer table: %s/conv.md, samples: %s/conv.csv\n", out_dir.c_str(), out_dir.c_str());
   for (LayerSetup& s : setups) {
     gk_conv_plan_destroy(s.plan);
     for (auto& f : s.fastrun) gk_conv_plan_destroy(f.second);
+    for (gk_conv_plan* p : s.forced) gk_conv_plan_destroy(p);
   }
   return 0;
 }

@@ -128,9 +128,7 @@ TEST(Conv, EveryNetworkLayerWithDefaultAlgorithm) {
     } else if (d.kernel_h == 1 && d.stride_h == 1 && d.pad_top == 0) {
       EXPECT_EQ(algo, "gemm_1x1");
     } else if (d.kernel_h == 3 && d.stride_h == 1 && d.groups == 1 &&
-               (std::min(d.in_channels, d.out_channels) >= 128 ||
-                (std::min(d.in_channels, d.out_channels) >= 64 && c.oh * c.ow >= 112 * 112)) &&
-               ((c.oh + 1) / 2) * ((c.ow + 1) / 2) >= 16) {
+               std::min(d.in_channels, d.out_channels) >= 16 && ((c.oh + 1) / 2) * ((c.ow + 1) / 2) >= 16) {
       EXPECT_EQ(algo, "winograd_f23");  // the accurate variant (HIGH_ACCURACY is set)
     } else {
       EXPECT_EQ(algo, "im2col_gemm");

@@ -18,12 +18,12 @@
 
 namespace {
 
-// A 3x3 stride-1 layer: candidates are im2col_gemm (AUTO's choice for 16 channels), the
+// A 3x3 stride-1 layer: candidates are im2col_gemm (AUTO's choice for 8 channels), the
 // Winograd variants and their tunings, and direct.
 gk_conv_desc layer() {
   gk_conv_desc d;
   gk_conv_desc_init(&d);
-  d.batch = 1, d.in_channels = 16, d.in_height = d.in_width = 24, d.out_channels = 16;
+  d.batch = 1, d.in_channels = 8, d.in_height = d.in_width = 24, d.out_channels = 8;
   d.kernel_h = d.kernel_w = 3, d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = 1;
   d.activation = GK_ACT_RELU;
   return d;

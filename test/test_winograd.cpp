@@ -89,6 +89,64 @@ TEST(Winograd, ManyTileBlocksAndTwoThreads) {
   gk_set_num_threads(0);
 }
 
+// Sets an environment variable for the life of the object (the blocking overrides are
+// read when a plan is created).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+// Blocks of one micro-panel of tiles and channel blocks of 16, forced through the
+// blocking overrides: many tile blocks with the last panel at every width up to two
+// panels (narrow kernels, zeroed tail columns), and channel blocks accumulating into M
+// (17 and 40 channels: a short last block, balanced blocks).
+TEST(Winograd, ForcedTileAndChannelBlocks) {
+  const ScopedEnv tiles("GEMMKIT_WINOGRAD_TILES", "1"), channels("GEMMKIT_WINOGRAD_IC_BLOCK", "16");
+  std::vector<int64_t> counts;
+  for (int64_t t = 1; t <= 49; ++t)
+    if (!gktest::quick() || t % 6 == 1 || t % 8 == 0) counts.push_back(t);
+  int i = 0;
+  for (const Variant& v : kVariants)
+    for (int64_t t : counts) {
+      const int64_t ic = i % 3 == 0 ? 16 : i % 3 == 1 ? 17 : 40;
+      // One tile row of t tiles, or for even t two rows of t / 2.
+      const int64_t rows = t % 2 == 0 ? 2 : 1;
+      gk_conv_desc d = desc3x3(1, ic, rows * v.m, t / rows * v.m - i % 2, 5 + i % 5, 1);
+      SCOPED_TRACE("F" + std::to_string(v.m) + " tiles " + std::to_string(t) + " ic " + std::to_string(ic));
+      gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, uint32_t(i)), v.algo, 0, v.bound);
+      ++i;
+    }
+}
+
+// Every left and top padding up to 3 on rows wide enough for the vectorized phase split,
+// and asymmetric right and bottom padding.
+TEST(Winograd, PaddingsOnWideRows) {
+  int i = 0;
+  for (const Variant& v : kVariants)
+    for (int64_t pad = 0; pad <= 3; ++pad) {
+      gk_conv_desc d = desc3x3(1, 3, 11, 83, 4, pad);
+      d.pad_right = 3 - pad, d.pad_bottom = (pad + 1) % 4;
+      SCOPED_TRACE("F" + std::to_string(v.m) + " pad " + std::to_string(pad));
+      gktest::check_conv(gktest::make_conv_case(d, true, uint32_t(40 + i++)), v.algo, 0, v.bound);
+    }
+}
+
+// Fewer tile blocks than threads (a 7x7 output): the two threads split the output
+// channels, each transforming the input itself; batch 2.
+TEST(Winograd, ThreadsSplitOutputChannels) {
+  gk_set_num_threads(2);
+  for (const Variant& v : kVariants) {
+    const gk_conv_desc d = desc3x3(2, 256, 7, 7, 44, 1);
+    SCOPED_TRACE("F" + std::to_string(v.m));
+    gktest::check_conv(gktest::make_conv_case(d, true, 77), v.algo, gktest::quick() ? 200 : 0, v.bound);
+  }
+  gk_set_num_threads(0);
+}
+
 TEST(Winograd, ConcurrentRunsOnOnePlan) {
   gk_conv_desc d = desc3x3(1, 16, 20, 20, 24, 1);
   const gktest::ConvCase c = gktest::make_conv_case(d, true, 9);

@@ -299,13 +299,14 @@ struct Blocking {
 //    block, which cost 15-40% more than streaming a B micro-panel of all channels from L2
 //    (the kernel's B loads are sequential and prefetched). So channels are blocked only
 //    when one B micro-panel (icb x NR floats) would exceed a quarter of L2: above 1365
-//    channels with NR = 24 here, 680 with the 256 KiB fallback. GEMMKIT_WINOGRAD_IC_BLOCK
-//    overrides it.
+//    channels with NR = 24 here, 680 with the 256 KiB fallback.
 //  - nb: the V and M blocks, alpha^2 x (icb + OC) x nb floats, in L2 (64-channel layers:
 //    one 24-tile panel, 20-30% faster than four). But a block streams every transformed
 //    weight (alpha^2 x OC x IC floats) once: when those do not fit L2 they come from L3,
 //    and blocks of at least kPanelsForWeightReuse panels amortize them (256-channel 56x56:
 //    four panels 15-25% faster than one).
+// GEMMKIT_WINOGRAD_IC_BLOCK and GEMMKIT_WINOGRAD_TILES override icb and nb (at plan time);
+// Fast-Run's nr_tiles tuning overrides nb.
 constexpr int64_t kPanelsForWeightReuse = 4;
 
 template <int M>
@@ -318,6 +319,7 @@ Blocking blocking(const Shape& s, const KernelConfig& cfg, int64_t nr_tiles) {
   const int64_t panels_all = ceil_div(ceil_div(s.oh, M) * ceil_div(s.ow, M), nr);
   int64_t panels = std::max<int64_t>(1, l2 / (A2 * (icb + oc) * nr * 4));
   if (A2 * oc * ic * 4 > l2) panels = std::max(panels, kPanelsForWeightReuse);
+  if (nr_tiles <= 0) nr_tiles = env_int("GEMMKIT_WINOGRAD_TILES", 0);
   if (nr_tiles > 0) panels = ceil_div(nr_tiles, nr);
   return {std::min(panels, panels_all) * nr, icb};
 }

@@ -36,24 +36,22 @@ std::string auto_reason_against(const Algorithm* a, const Shape& s) {
       return (s.d.groups > 1 && s.k_gemm < 16) ? "" : "AUTO prefers a GEMM for this group size";
     case GK_CONV_ALGO_WINOGRAD_F23:
     case GK_CONV_ALGO_WINOGRAD_F43: {
-      // From Fast-Run's choices over the five networks (Zen 3, 1 thread, make bench):
-      //  - 64 channels, 56x56: im2col_gemm 3.85 ms beat winograd_f43 5.14 ms (ResNet layer1);
-      //    64 channels, 224x224: winograd_f43 kept (VGG features.2; 88 vs 56 GFLOP/s);
-      //  - 128 channels and up: winograd_f43 kept on 28x28..112x112 (VGG features.5..19,
-      //    ResNet layer2), 1.9x im2col on 512ch 28x28; winograd_f23 on 14x14 and 7x7
-      //    (ResNet layer3/4, VGG features.24), where F(4x4) has 16 or 4 tiles and lost.
-      // Each Winograd block streams all its transformed weights, so it needs tiles, and
-      // the transforms cost per channel what the GEMMs save per channel pair.
+      // From the bench's forced runs of every variant on the networks' 3x3 stride-1 layers
+      // (Zen 3, 1 and 2 threads; make bench, "Winograd" table), and a few extra shapes:
+      //  - F(4x4) is fastest wherever it has at least 16 tiles (14x14 and larger outputs),
+      //    64 to 512 channels: 1.7-2.3x im2col_gemm; also at 16 and 32 channels on 112x112;
+      //  - on 7x7 (F(4x4): 4 tiles) F(2x2) wins (16 tiles; 512 channels: 2.4 vs 4.4 ms
+      //    im2col_gemm); on 4x4 im2col_gemm wins (F(2x2) 2.3 vs 1.3 ms): each block streams
+      //    all alpha^2 transformed weights, which few tiles do not amortize;
+      //  - 3 input channels (VGG's first layer): im2col_gemm and F(4x4) within noise.
       const int64_t m = a->id() == GK_CONV_ALGO_WINOGRAD_F43 ? 4 : 2;
       const int64_t tiles = ((s.oh + m - 1) / m) * ((s.ow + m - 1) / m);
-      const int64_t channels = std::min(s.d.in_channels, s.d.out_channels);
-      if (channels < 64 || (channels < 128 && s.pixels() < 112 * 112))
-        return "too few channels for Winograd at this size";
-      if (tiles < (m == 4 ? 36 : 16)) return "too few output tiles for Winograd";
+      if (std::min(s.d.in_channels, s.d.out_channels) < 16) return "too few channels for Winograd";
+      if (tiles < 16) return "too few output tiles for Winograd";
       return "";
     }
     case GK_CONV_ALGO_WINOGRAD_F63:
-      return "slower than F(4x4) on every layer measured";
+      return "F(4x4) as fast or faster on the layers measured (Fast-Run may still pick it)";
     default: return "";
   }
 }
