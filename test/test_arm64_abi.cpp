@@ -47,7 +47,7 @@ TEST(Arm64Abi, KernelsPreserveD8ToD15) {
                             0x0f0f0f0ff0f0f0f0ull, 0x3c3c3c3cc3c3c3c3ull};
     for (float beta : {0.0f, 1.0f}) {
       uint64_t out[8] = {};
-      const gk_ukernel_args args{a, b.data(), c.data(), k, ker.nr, ker.nr, 1.0f, beta};
+      const gk_ukernel_args args{a, b.data(), c.data(), k, ker.nr, ker.nr, 1.0f, beta, nullptr, 0};
       call_with_callee_saved(ker.full_tile, &args, in, out);
       for (int r = 0; r < 8; ++r) EXPECT_EQ(out[r], in[r]) << ker.name << ": d" << 8 + r << " clobbered";
       // The kernel still computed: 13 * 0.25 * 0.5 per call, accumulated when beta == 1.

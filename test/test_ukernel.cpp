@@ -96,7 +96,8 @@ TEST(MicroKernel, BetaZeroIgnoresNaNButBetaNaNPropagates) {
   });
 }
 
-// The epilogue (bias per row or column, ReLU, ReLU6) applied to full and partial tiles.
+// The epilogue (bias per row or column, ReLU, ReLU6) applied to full and partial tiles,
+// with beta 0 and 0.5 (the kernels that fuse it must add beta * C before the bias).
 TEST(MicroKernel, EpilogueBiasAndActivations) {
   gktest::for_each_kernel([](const gk::KernelInfo& ker) {
     const int mr = ker.mr, nr = ker.nr, k = 9;
@@ -110,21 +111,25 @@ TEST(MicroKernel, EpilogueBiasAndActivations) {
       for (gk::Activation act : {gk::Activation::None, gk::Activation::Relu, gk::Activation::Relu6}) {
         for (int m : {mr, mr - 1}) {
           for (int n : {nr, 1}) {
+           for (float beta : {0.0f, 0.5f}) {
             gk::Epilogue e;
             e.bias = bias.data(), e.bias_mode = mode, e.act = act;
             std::vector<float> c(static_cast<size_t>(mr * nr), gktest::kNaN);
-            gk::run_ukernel(ker, m, n, k, 1.0f, a.p, b.p, nr, 0.0f, c.data(), nr, &e, 3, 5);
+            if (beta != 0.0f) c = gktest::random_vector(c.size(), 8, -4, 4);
+            const std::vector<float> c0 = c;
+            gk::run_ukernel(ker, m, n, k, 1.0f, a.p, b.p, nr, beta, c.data(), nr, &e, 3, 5);
             for (int i = 0; i < m; ++i) {
               for (int j = 0; j < n; ++j) {
-                double v = 0;
+                double v = beta != 0.0f ? double(beta) * c0[size_t(i * nr + j)] : 0.0;
                 for (int p = 0; p < k; ++p) v += double(a.p[p * mr + i]) * b.p[p * nr + j];
                 if (mode == gk::BiasMode::PerRow) v += bias[3 + i];
                 if (mode == gk::BiasMode::PerColumn) v += bias[5 + j];
                 if (act != gk::Activation::None) v = std::max(v, 0.0);
                 if (act == gk::Activation::Relu6) v = std::min(v, 6.0);
-                ASSERT_NEAR(c[i * nr + j], v, 1e-4) << "i=" << i << " j=" << j;
+                ASSERT_NEAR(c[i * nr + j], v, 1e-4) << ker.name << " i=" << i << " j=" << j << " beta=" << beta;
               }
             }
+           }
           }
         }
       }

@@ -1,6 +1,7 @@
 // The micro-kernel contract shared by every ISA (BLIS-style, row-stored C).
 //
 //   C[0:MR, 0:NR] = alpha * sum_p A[:, p] * B[p, :] + beta * C      (beta == 0: C not read)
+//   (kernels with a fused epilogue then add a per-row bias and apply ReLU / ReLU6)
 //
 // A is a packed micro-panel: k steps of MR floats, 64-byte aligned (always packed by us).
 // B is k rows of NR floats with a row stride rs_b: a packed panel (rs_b == NR) or, on the
@@ -22,6 +23,10 @@ struct gk_ukernel_args {
   int64_t rs_c;    // 40 (floats)
   float alpha;     // 48
   float beta;      // 52
+  // The fused epilogue, read only by kernels whose KernelInfo says fused_epilogue (others
+  // get it applied by gk::run_ukernel): C = act(alpha * A * B + beta * C + row_bias[i]).
+  const float* row_bias;  // 56: nullptr, or one bias per row
+  int32_t activation;     // 64: 0 none, 1 ReLU, 2 ReLU6 (as gk::Activation)
 };
 typedef void (*gk_ukernel_fn)(const gk_ukernel_args* args);
 }
@@ -54,6 +59,9 @@ struct KernelInfo {
   int64_t default_mc, default_kc, default_nc;
   bool (*cpu_supports)();
   bool automatic;  // eligible for automatic selection (else only when named)
+  // Applies row_bias and activation itself (full and narrow kernels alike), so conv
+  // epilogues cost no second pass over the C tile.
+  bool fused_epilogue = false;
 };
 
 // The ISA's kernel table, best first, ending with the portable kernel. Defined once per

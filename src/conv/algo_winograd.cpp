@@ -521,7 +521,7 @@ class WinogradConv final : public Prepared {
         float* c = m + xi * width + p * nr_;
         for (int64_t r = 0; r < rows; r += mr_) {
           const gk_ukernel_args args{u.panel(channels.begin + r, mr_, ic0, icn, int(mr_), nullptr), b,
-                                     c + r * A * A * width, icn, nr_, A * A * width, 1.0f, beta};
+                                     c + r * A * A * width, icn, nr_, A * A * width, 1.0f, beta, nullptr, 0};
           fn(&args);
         }
       }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/runtime.h"
+#include "common/simd.h"
 #include "gemm/gemm.h"
 #include "gemm/partition.h"
 
@@ -43,6 +44,14 @@ void pack_a_block(const GemmProblem& p, int mr, int64_t ic, int64_t mc, int64_t 
         p.a->panel(ic + ir, std::min<int64_t>(mr, mc - ir), pc, kc, mr, a_block + ir * kc);
 }
 
+// Prefetches rows x cols of C for writing (each row's first and last line).
+GK_INLINE void prefetch_c_tile(float* c, int64_t rs_c, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    __builtin_prefetch(c + i * rs_c, 1);
+    __builtin_prefetch(c + i * rs_c + cols - 1, 1);
+  }
+}
+
 // Where the ir loop spreads its prefetches: columns [j, j + cols) of K range [k0, k0 + kc).
 struct PrefetchTarget {
   int64_t k0 = 0, kc = 0, j = 0, cols = 0;
@@ -58,6 +67,9 @@ void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, i
   const int64_t calls = ceil_div(mc, ker.mr);
   const int64_t slice = ceil_div(next.kc, calls);
   for (int64_t ir = 0, call = 0; ir < mc; ir += ker.mr, ++call) {
+    // The next call's C tile, for writing: when C is not in cache (a conv output, K small)
+    // its read-for-ownership would otherwise stall the epilogue's reads of this tile.
+    if (ir + ker.mr < mc) prefetch_c_tile(p.c + (ic + ir + ker.mr) * p.rs_c + j, p.rs_c, ker.mr, cols);
     run_ukernel(ker, std::min<int64_t>(ker.mr, mc - ir), cols, kc, p.alpha, a_panels[ir / ker.mr],
                 b_panel, ker.nr, beta, p.c + (ic + ir) * p.rs_c + j, p.rs_c,
                 last_k ? &p.epilogue : nullptr, ic + ir, j);

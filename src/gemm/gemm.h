@@ -95,7 +95,7 @@ class PlainB final : public BPacker {
 // Applied to each C tile when its last K block is stored, while the tile is in L1:
 // C = act(C + bias). Conv uses it so it never makes a second pass over its output.
 enum class BiasMode { None, PerRow, PerColumn };
-enum class Activation { None, Relu, Relu6 };
+enum class Activation { None, Relu, Relu6 };  // the values gk_ukernel_args::activation takes
 struct Epilogue {
   const float* bias = nullptr;
   BiasMode bias_mode = BiasMode::None;

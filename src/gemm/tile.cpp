@@ -76,13 +76,20 @@ void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, floa
   int64_t tile_cols = 0;
   const gk_ukernel_fn fn = kernel_for_columns(kernel, n, &tile_cols);
   if (m == kernel.mr && n == tile_cols) {
-    const gk_ukernel_args args{a, b, c, k, rs_b, rs_c, alpha, beta};
+    gk_ukernel_args args{a, b, c, k, rs_b, rs_c, alpha, beta, nullptr, 0};
+    const bool fused = epilogue && epilogue->active() && kernel.fused_epilogue &&
+                       epilogue->bias_mode != BiasMode::PerColumn;
+    if (fused) {
+      args.row_bias = epilogue->bias_mode == BiasMode::PerRow ? epilogue->bias + row0 : nullptr;
+      args.activation = static_cast<int32_t>(epilogue->act);
+    }
     fn(&args);
+    if (fused) return;
   } else {
     // Partial tile: the kernel writes a full local tile with beta = 0, and only the m x n
     // part is merged into C, reading C only when beta != 0.
     alignas(64) float tile[kMaxTileFloats];
-    const gk_ukernel_args args{a, b, tile, k, rs_b, kernel.nr, alpha, 0.0f};
+    const gk_ukernel_args args{a, b, tile, k, rs_b, kernel.nr, alpha, 0.0f, nullptr, 0};
     fn(&args);
     for (int64_t i = 0; i < m; ++i) {
       float* crow = c + i * rs_c;
