@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <random>
@@ -25,6 +26,16 @@ struct ConvCase {
   std::vector<float> x, w, bias;  // x in NCHW
   bool with_bias;
 };
+
+// A descriptor in one line, for failure messages.
+inline std::string describe(const gk_conv_desc& d) {
+  std::ostringstream o;
+  o << "n" << d.batch << " c" << d.in_channels << " " << d.in_height << "x" << d.in_width << " -> k" << d.out_channels
+    << " kernel " << d.kernel_h << "x" << d.kernel_w << " stride " << d.stride_h << "x" << d.stride_w << " pad "
+    << d.pad_top << "," << d.pad_left << "," << d.pad_bottom << "," << d.pad_right << " dilation " << d.dilation_h
+    << "x" << d.dilation_w << " groups " << d.groups << " layout " << int(d.layout) << " act " << int(d.activation);
+  return o.str();
+}
 
 inline ConvCase make_conv_case(const gk_conv_desc& d, bool with_bias, uint32_t seed) {
   ConvCase c;
@@ -63,27 +74,22 @@ inline double reference_output(const ConvCase& c, int64_t n, int64_t oc, int64_t
   return acc;
 }
 
-// Runs `algo` on the case in its layout; checks every output (or `samples` random ones)
-// against the reference within (K + 4) * eps * magnitude, or, when `relative_bound` > 0,
-// within relative_bound * (the largest |output| checked), the accuracy measure for
-// Winograd. Returns the plan's algorithm name; *max_relative gets the measured error.
-inline std::string check_conv(const ConvCase& c, gk_conv_algo algo, int64_t samples = 0,
-                              double relative_bound = 0, double* max_relative = nullptr) {
+// Runs `run` (input and output in the case's layout) and checks every output (or
+// `samples` random ones) against the reference within (K + 4) * eps * magnitude, or, when
+// `relative_bound` > 0, within relative_bound * (the largest |output| checked), the
+// accuracy measure for Winograd; `name` labels failures. *max_relative gets the error.
+inline void check_conv_run(const ConvCase& c, const std::string& name,
+                           const std::function<void(const float*, float*)>& run, int64_t samples = 0,
+                           double relative_bound = 0, double* max_relative = nullptr) {
   const gk_conv_desc& d = c.d;
-  gk_conv_plan* plan = nullptr;
-  gk_status st = gk_conv_plan_create(&d, c.w.data(), c.with_bias ? c.bias.data() : nullptr, algo, &plan);
-  EXPECT_EQ(st, GK_OK) << gk_last_error();
-  if (st != GK_OK) return "";
   std::vector<float> in(size_t(gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width)));
   EXPECT_EQ(gk_convert_layout(c.x.data(), GK_LAYOUT_NCHW, in.data(), d.layout, d.batch,
                               d.in_channels, d.in_height, d.in_width), GK_OK);
   std::vector<float> out(size_t(gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow)), kNaN);
-  EXPECT_EQ(gk_conv_run(plan, in.data(), out.data()), GK_OK) << gk_last_error();
+  run(in.data(), out.data());
   std::vector<float> out_nchw(size_t(d.batch * d.out_channels * c.oh * c.ow));
   EXPECT_EQ(gk_convert_layout(out.data(), d.layout, out_nchw.data(), GK_LAYOUT_NCHW, d.batch,
                               d.out_channels, c.oh, c.ow), GK_OK);
-  const std::string name = gk_conv_plan_algo_name(plan);
-  gk_conv_plan_destroy(plan);
   const int64_t k = d.in_channels / d.groups * d.kernel_h * d.kernel_w;
   const int64_t total = int64_t(out_nchw.size());
   std::mt19937_64 rng(7);
@@ -110,11 +116,39 @@ inline std::string check_conv(const ConvCase& c, gk_conv_algo algo, int64_t samp
       break;
     }
   }
+  // NCHWx outputs keep their padding channels zero.
+  const int64_t block = d.layout == GK_LAYOUT_NCHW4 ? 4 : d.layout == GK_LAYOUT_NCHW8 ? 8 : d.layout == GK_LAYOUT_NCHW16 ? 16 : 1;
+  if (block > 1 && d.out_channels % block) {
+    const int64_t blocks = (d.out_channels + block - 1) / block, pixels = c.oh * c.ow;
+    for (int64_t n = 0; n < d.batch; ++n)
+      for (int64_t p = 0; p < pixels; ++p)
+        for (int64_t l = d.out_channels % block; l < block; ++l)
+          if (out[size_t(((n * blocks + blocks - 1) * pixels + p) * block + l)] != 0.0f) {
+            ADD_FAILURE() << name << ": padding channel " << (blocks - 1) * block + l << " not zero";
+            return;
+          }
+  }
   const double relative = max_ref > 0 ? max_err / max_ref : max_err;
   if (max_relative) *max_relative = relative;
   if (relative_bound > 0 && !(relative <= relative_bound))
     ADD_FAILURE() << name << ": max error " << max_err << " over max |output| " << max_ref << " = "
                   << relative << " > " << relative_bound;
+}
+
+// Runs `algo` through the public API (plan, run) and checks it as check_conv_run does.
+// Returns the plan's algorithm name.
+inline std::string check_conv(const ConvCase& c, gk_conv_algo algo, int64_t samples = 0,
+                              double relative_bound = 0, double* max_relative = nullptr) {
+  const gk_conv_desc& d = c.d;
+  gk_conv_plan* plan = nullptr;
+  gk_status st = gk_conv_plan_create(&d, c.w.data(), c.with_bias ? c.bias.data() : nullptr, algo, &plan);
+  EXPECT_EQ(st, GK_OK) << gk_last_error();
+  if (st != GK_OK) return "";
+  const std::string name = gk_conv_plan_algo_name(plan);
+  check_conv_run(c, name, [&](const float* in, float* out) {
+    EXPECT_EQ(gk_conv_run(plan, in, out), GK_OK) << gk_last_error();
+  }, samples, relative_bound, max_relative);
+  gk_conv_plan_destroy(plan);
   return name;
 }
 

@@ -4,6 +4,7 @@
 // that cannot serve; concurrent runs on one plan.
 #include <thread>
 
+#include "conv/conv.h"
 #include "conv_test_util.h"
 
 namespace {
@@ -68,7 +69,7 @@ TEST(Conv, RandomDescriptorsEveryUsableAlgorithmAndLayout) {
     const bool with_bias = i % 3 != 0;
     const ConvCase c = gktest::make_conv_case(d, with_bias, uint32_t(i));
     for (gk_conv_algo algo : kAlgos) {
-      SCOPED_TRACE("case " + std::to_string(i) + " algo " + std::to_string(int(algo)));
+      SCOPED_TRACE("case " + std::to_string(i) + " algo " + std::to_string(int(algo)) + " " + gktest::describe(d));
       gk_conv_plan* plan = nullptr;
       const gk_status st = gk_conv_plan_create(&d, c.w.data(), nullptr, algo, &plan);
       gk_conv_plan_destroy(plan);
@@ -132,6 +133,46 @@ TEST(Conv, EveryNetworkLayerWithDefaultAlgorithm) {
       EXPECT_EQ(algo, "winograd_f23");  // the accurate variant (HIGH_ACCURACY is set)
     } else {
       EXPECT_EQ(algo, "im2col_gemm");
+    }
+    if (HasFailure()) return;
+  }
+}
+
+// Depthwise in both vectorizations (across 8 channels; along the rows of one channel),
+// forced through the internal tuning: channel counts around the 8-lane blocks, channel
+// multipliers 1 and 2, kernels 1..5 (non-square), strides 1..3, dilation 1..2, paddings
+// 0..3, output rows from 1 to over 8 columns wide (the 1-, 4- and 8-column blocks and
+// their overlapping tails), NCHW, NCHW8 (native when the multiplier is 1) and NHWC.
+TEST(Conv, DepthwiseBothVectorizations) {
+  std::mt19937 rng(99);
+  auto pick = [&](int lo, int hi) { return int64_t(lo + int(rng() % unsigned(hi - lo + 1))); };
+  const gk_layout layouts[] = {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8, GK_LAYOUT_NHWC};
+  const int cases = gktest::quick() ? 12 : 60;
+  for (int i = 0; i < cases; ++i) {
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    const int64_t channels[] = {1, 7, 8, 9, 16, 20};
+    d.batch = pick(1, 2), d.in_channels = channels[i % 6], d.groups = d.in_channels;
+    d.out_channels = d.in_channels * (i % 5 == 4 ? 2 : 1);
+    d.kernel_h = i % 4 == 0 ? 3 : pick(1, 5), d.kernel_w = i % 4 == 0 ? 3 : pick(1, 5);
+    d.stride_h = pick(1, 3), d.stride_w = pick(1, 3), d.dilation_h = pick(1, 2), d.dilation_w = pick(1, 2);
+    d.pad_top = pick(0, 3), d.pad_left = pick(0, 3), d.pad_bottom = pick(0, 3), d.pad_right = pick(0, 3);
+    d.in_height = pick(6, 14), d.in_width = i % 3 == 0 ? pick(2, 9) : pick(10, 60);
+    d.in_height = std::max(d.in_height, d.dilation_h * (d.kernel_h - 1) + 1);
+    d.in_width = std::max(d.in_width, d.dilation_w * (d.kernel_w - 1) + 1);
+    d.layout = layouts[i % 3];
+    d.activation = gk_activation(i % 3);
+    gk::conv::Shape shape;
+    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
+    const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(500 + i));
+    for (int64_t vectorize : {1, 2}) {
+      const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
+                                                                     c.with_bias ? c.bias.data() : nullptr, vectorize);
+      ASSERT_TRUE(prepared);
+      const std::string name = "depthwise:vectorize=" + std::to_string(vectorize) + " " + gktest::describe(d);
+      gktest::check_conv_run(c, name, [&](const float* in, float* out) {
+        EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
+      });
     }
     if (HasFailure()) return;
   }

@@ -10,6 +10,7 @@ namespace gk {
 
 typedef float v4 __attribute__((vector_size(16)));
 typedef float v8 __attribute__((vector_size(32)));
+typedef int v8i __attribute__((vector_size(32)));  // shuffle masks for v8
 #define GK_INLINE inline __attribute__((always_inline))
 
 GK_INLINE v8 load8(const float* p) {

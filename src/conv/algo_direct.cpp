@@ -1,14 +1,11 @@
-// Direct convolution. Depthwise (one input channel per group): each plane is copied once
-// into a zero-padded, stride-phase-split buffer, then every output row is computed 8
-// columns at a time with all taps accumulated in a register (no bounds checks). Other
-// groupings: each output channel's plane is computed one output row at a time,
-// tap by tap (ic, r, s), as y[ow] += w * x[ow * stride + offset] over the output columns
-// whose input column is inside the image (padding contributes nothing, so no padded copy).
-// The update is vectorized along the row: for stride 1 the input run is contiguous; for a
-// larger stride the input row is first split into its `stride` phases (x[i*stride + ph]),
-// after which every tap reads one phase contiguously.
-//  - depthwise: groups == in_channels (one input channel per group), MobileNet/ShuffleNet.
-//  - direct: any groups; worth it when each group is too small for a GEMM to pay off.
+// Direct convolution for any grouping: each output channel's plane is computed one output
+// row at a time, tap by tap (ic, r, s), as y[ow] += w * x[ow * stride + offset] over the
+// output columns whose input column is inside the image (padding contributes nothing, so
+// no padded copy). The update is vectorized along the row: for stride 1 the input run is
+// contiguous; for a larger stride the input row is first split into its `stride` phases
+// (x[i*stride + ph]), after which every tap reads one phase contiguously. Worth it when
+// each group is too small for a GEMM to pay off. (Channel-wise convolutions have their
+// own algorithm, vectorized over channels: algo_depthwise.cpp.)
 // Threads split the (batch, output channel) planes; bias and activation are applied to
 // each row while it is in L1.
 #include <omp.h>
@@ -37,13 +34,6 @@ GK_INLINE void axpy_row(float* __restrict y, const float* __restrict x, float w,
   for (; i < n; ++i) y[i] += w * x[i];
 }
 
-GK_INLINE v8 max8(const v8& a, const v8& b) { return a > b ? a : b; }
-GK_INLINE v8 min8(const v8& a, const v8& b) { return a < b ? a : b; }
-GK_INLINE v8 activate8(const v8& v, gk_activation act) {
-  if (act == GK_ACT_NONE) return v;
-  const v8 relu = max8(v, v8{});
-  return act == GK_ACT_RELU6 ? min8(relu, v8{} + 6.0f) : relu;
-}
 
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
@@ -74,110 +64,18 @@ GK_INLINE float activate(float v, gk_activation act) {
   return act == GK_ACT_RELU6 ? std::min(v, 6.0f) : v;
 }
 
-// A channel plane zero-padded and split into stride phases, so that every tap of every
-// output column reads inside it: element (ih, iw) of the padded plane is at
-// ((ih * sw) + iw % sw) * len + iw / sw. Rows carry 8 floats of slack so an 8-wide read at
-// the end of an output row stays inside the buffer.
-struct PaddedPlane {
-  int64_t hp, wp, sw, len;
-  explicit PaddedPlane(const Shape& s)
-      : hp(s.d.in_height + s.d.pad_top + s.d.pad_bottom),
-        wp(s.d.in_width + s.d.pad_left + s.d.pad_right),
-        sw(s.d.stride_w),
-        len((wp + s.d.stride_w - 1) / s.d.stride_w + 8) {}
-  int64_t floats() const { return hp * sw * len; }
-};
-
-GK_INLINE void fill_padded_plane(const Shape& s, const PaddedPlane& pp, const float* x, float* buf) {
-  const gk_conv_desc& d = s.d;
-  for (int64_t ihp = 0; ihp < pp.hp; ++ihp) {
-    const int64_t ih = ihp - d.pad_top;
-    const bool inside = ih >= 0 && ih < d.in_height;
-    for (int64_t ph = 0; ph < pp.sw; ++ph) {
-      float* row = buf + (ihp * pp.sw + ph) * pp.len;
-      if (!inside) {
-        zero_run(row, pp.len);
-        continue;
-      }
-      // Element i is input column i * sw + ph - pad_left: inside for i in [lo, hi).
-      const int64_t first = ph - d.pad_left;
-      const int64_t lo = first >= 0 ? 0 : std::min(pp.len, (-first + pp.sw - 1) / pp.sw);
-      const int64_t hi = std::max(lo, std::min(pp.len, (d.in_width - first + pp.sw - 1) / pp.sw));
-      gather_padded(row, x + ih * d.in_width + first, pp.sw, lo, hi, pp.len);
-    }
-  }
-}
-
 // Everything about a plan's planes that depends only on the shape, computed once.
 struct PlaneGeometry {
   Shape s;
-  std::vector<TapColumn> taps;  // row-by-row path: where each tap column reads
-  PaddedPlane padded;           // depthwise path: the padded, phase-split plane
-  std::vector<int64_t> offsets;  // depthwise path: tap (r, s) of output (0, 0) in it
-  explicit PlaneGeometry(const Shape& shape) : s(shape), taps(tap_columns(shape)), padded(shape) {
-    const gk_conv_desc& d = shape.d;
-    for (int64_t r = 0; r < d.kernel_h; ++r)
-      for (int64_t sx = 0; sx < d.kernel_w; ++sx) {
-        const int64_t col = sx * d.dilation_w;
-        offsets.push_back((r * d.dilation_h * padded.sw + col % padded.sw) * padded.len + col / padded.sw);
-      }
-  }
+  std::vector<TapColumn> taps;  // where each tap column reads
+  explicit PlaneGeometry(const Shape& shape) : s(shape), taps(tap_columns(shape)) {}
 };
-
-// Channel-wise plane (one input channel): the plane is padded once, then each output row
-// is computed 8 columns at a time, accumulated in a register over all R x S taps.
-GK_INLINE void depthwise_plane(const PlaneGeometry& g, const float* x, const float* w, float bias,
-                               float* y, float* buffer) {
-  const Shape& s = g.s;
-  const gk_conv_desc& d = s.d;
-  const PaddedPlane& pp = g.padded;
-  fill_padded_plane(s, pp, x, buffer);
-  const int64_t taps = static_cast<int64_t>(g.offsets.size());
-  const int64_t* offsets = g.offsets.data();
-  const v8 bias8 = v8{} + bias;
-  for (int64_t oh = 0; oh < s.oh; ++oh) {
-    float* yrow = y + oh * s.ow;
-    const float* origin = buffer + oh * d.stride_h * pp.sw * pp.len;
-    int64_t ow = 0;
-    // 32 columns per pass: each tap's weight feeds 4 independent FMAs.
-    // (Four named accumulators: GCC keeps an array of them in memory.)
-    for (; ow + 32 <= s.ow; ow += 32) {
-      v8 a0 = bias8, a1 = bias8, a2 = bias8, a3 = bias8;
-      for (int64_t t = 0; t < taps; ++t) {
-        const float* src = origin + ow + offsets[t];
-        const float wt = w[t];
-        a0 += load8(src) * wt;
-        a1 += load8(src + 8) * wt;
-        a2 += load8(src + 16) * wt;
-        a3 += load8(src + 24) * wt;
-      }
-      store8(yrow + ow, activate8(a0, d.activation));
-      store8(yrow + ow + 8, activate8(a1, d.activation));
-      store8(yrow + ow + 16, activate8(a2, d.activation));
-      store8(yrow + ow + 24, activate8(a3, d.activation));
-    }
-    // The rest 8 at a time; the last chunk may be partial (its extra lanes read the row's
-    // slack and are not stored).
-    for (; ow < s.ow; ow += 8) {
-      v8 acc = bias8;
-      for (int64_t t = 0; t < taps; ++t) acc += load8(origin + ow + offsets[t]) * w[t];
-      acc = activate8(acc, d.activation);
-      const int64_t n = std::min<int64_t>(8, s.ow - ow);
-      if (n == 8) {
-        store8(yrow + ow, acc);
-      } else {
-        for (int64_t q = 0; q < n; ++q) yrow[ow + q] = acc[q];
-      }
-    }
-  }
-}
 
 // Any grouping: output rows tap by tap (y[lo:hi] += w * x[...]), several input channels.
 GK_INLINE void direct_plane(const PlaneGeometry& g, const float* x, const float* w, float bias,
                             float* y, float* buffer) {
   const Shape& s = g.s;
   const gk_conv_desc& d = s.d;
-  if (s.icg == 1) return depthwise_plane(g, x, w, bias, y, buffer);
   const TapColumn* taps = g.taps.data();
   const int64_t H = d.in_height, W = d.in_width, sw = d.stride_w;
   const int64_t phase_len = (W + sw - 1) / sw;
@@ -229,10 +127,8 @@ class DirectConv final : public Prepared {
 #endif
   }
 
-  // Depthwise: one padded, phase-split plane; otherwise one input row split into phases.
-  int64_t workspace_bytes() const override {
-    return 4 * (s_.icg == 1 ? geometry_.padded.floats() : s_.d.in_width + s_.d.stride_w);
-  }
+  // One input row split into phases.
+  int64_t workspace_bytes() const override { return 4 * (s_.d.in_width + s_.d.stride_w); }
 
   void run(const float* input, float* output) const override {
     const gk_conv_desc& d = s_.d;
@@ -269,26 +165,10 @@ class Direct final : public Algorithm {
   }
 };
 
-class Depthwise final : public Algorithm {
- public:
-  gk_conv_algo id() const override { return GK_CONV_ALGO_DEPTHWISE; }
-  const char* name() const override { return "depthwise"; }
-  std::string unusable_reason(const Shape& s) const override {
-    return s.depthwise() ? "" : "not channel-wise (groups != in_channels)";
-  }
-  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t) const override {
-    return std::unique_ptr<Prepared>(new DirectConv(s, w, b));
-  }
-};
-
 }  // namespace
 
 const Algorithm* direct_algorithm() {
   static const Direct a;
-  return &a;
-}
-const Algorithm* depthwise_algorithm() {
-  static const Depthwise a;
   return &a;
 }
 

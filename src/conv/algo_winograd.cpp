@@ -54,7 +54,6 @@ namespace {
 
 // ---- Transforms with compile-time coefficients -------------------------------------
 
-typedef int v8i __attribute__((vector_size(32)));
 typedef long long v4q __attribute__((vector_size(32)));
 
 template <int M>
@@ -201,44 +200,6 @@ GK_INLINE void output_tile8(const float* mt, int64_t xi_stride, int lanes, float
     for (int l = 0; l < lanes; ++l)
       for (int j = 0; j < M && l * M + j < ow_n; ++j) dst[l * M + j] = row_out[j][l];
   }
-}
-
-// dst[q * len + i] = row[i * M + q - pad] for q < M, i < len: one input row, zero-padded
-// (pad on the left, zeros past `width`), split into its M column phases. Where all 8 * M
-// inputs of 8 indices lie inside the row, they are loaded as M vectors and deinterleaved
-// with shuffles (M = 2, 4); the rest (edges, M = 6) element by element.
-template <int M>
-GK_INLINE void split_phases(const float* row, int64_t width, int64_t pad, int64_t len, float* dst) {
-  auto element = [&](int64_t i, int64_t q) {
-    const int64_t col = i * M + q - pad;
-    dst[q * len + i] = col >= 0 && col < width ? row[col] : 0.0f;
-  };
-  int64_t i = 0;
-  if constexpr (M == 2 || M == 4) {
-    const int64_t first = std::min(len, ceil_div(pad, M));  // the first i with i * M >= pad
-    for (; i < first; ++i)
-      for (int64_t q = 0; q < M; ++q) element(i, q);
-    for (; i + 8 <= len && (i + 8) * M - pad <= width; i += 8) {
-      const float* src = row + i * M - pad;
-      if constexpr (M == 2) {
-        const v8 a = load8(src), b = load8(src + 8);
-        store8(dst + i, __builtin_shuffle(a, b, (v8i){0, 2, 4, 6, 8, 10, 12, 14}));
-        store8(dst + len + i, __builtin_shuffle(a, b, (v8i){1, 3, 5, 7, 9, 11, 13, 15}));
-      } else {
-        const v8 a = load8(src), b = load8(src + 8), c = load8(src + 16), d = load8(src + 24);
-        const v8i even = {0, 4, 8, 12, 1, 5, 9, 13}, odd = {2, 6, 10, 14, 3, 7, 11, 15};
-        const v8 ab01 = __builtin_shuffle(a, b, even), ab23 = __builtin_shuffle(a, b, odd);
-        const v8 cd01 = __builtin_shuffle(c, d, even), cd23 = __builtin_shuffle(c, d, odd);
-        const v8i lo = {0, 1, 2, 3, 8, 9, 10, 11}, hi = {4, 5, 6, 7, 12, 13, 14, 15};
-        store8(dst + i, __builtin_shuffle(ab01, cd01, lo));
-        store8(dst + len + i, __builtin_shuffle(ab01, cd01, hi));
-        store8(dst + 2 * len + i, __builtin_shuffle(ab23, cd23, lo));
-        store8(dst + 3 * len + i, __builtin_shuffle(ab23, cd23, hi));
-      }
-    }
-  }
-  for (; i < len; ++i)
-    for (int64_t q = 0; q < M; ++q) element(i, q);
 }
 
 // The transforms compiled for AVX2 (x86-64 with AVX2) and for the baseline (SSE, NEON).

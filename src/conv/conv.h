@@ -43,8 +43,10 @@ bool validate(const gk_conv_desc& d, Shape* shape);
 class Prepared {
  public:
   virtual ~Prepared() = default;
-  // NCHW input and output, batch item by item; thread-safe (no mutable state).
+  // Input and output in the plan's layout when native_layout() says it runs that layout,
+  // else NCHW (run_in_layout converts); thread-safe (no mutable state).
   virtual void run(const float* input, float* output) const = 0;
+  virtual bool native_layout(gk_layout layout) const { return layout == GK_LAYOUT_NCHW; }
   // Bytes of workspace one thread uses while running (NCHW; layout copies are extra).
   virtual int64_t workspace_bytes() const = 0;
 };
@@ -96,6 +98,13 @@ struct PhaseTimes {
   double input_s = 0, gemm_s = 0, output_s = 0;
 };
 void set_phase_times(PhaseTimes* sink);  // nullptr: off
+
+// Runs a prepared algorithm on tensors in the shape's layout: directly when the algorithm
+// runs that layout natively, else through NCHW copies in this thread's workspace (the
+// conversions are part of the time gk_conv_run and Fast-Run measure).
+gk_status run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output);
+// The workspace that takes, in bytes (the algorithm's own plus any layout copies).
+int64_t workspace_in_layout(const Shape& s, const Prepared& p);
 
 // Channels per block of a layout (1 for NCHW and NHWC).
 int64_t channel_block(gk_layout layout);

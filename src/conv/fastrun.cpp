@@ -198,11 +198,13 @@ Choice profile_and_choose(const Shape& s, const std::vector<Candidate>& cands, c
   load_env_once_locked();
   // A scratch input with the statistics of a real one (post-ReLU), the plan's real weights.
   const gk_conv_desc& d = s.d;
-  std::vector<float> input(static_cast<size_t>(d.batch * d.in_channels * d.in_height * d.in_width));
+  // In the plan's layout: candidates are timed as gk_conv_run runs them, layout copies
+  // included for those that do not run it natively.
+  std::vector<float> input(static_cast<size_t>(gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width)));
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(0.0f, 1.0f);
   for (float& x : input) x = dist(rng);
-  std::vector<float> output(static_cast<size_t>(d.batch * d.out_channels * s.pixels()));
+  std::vector<float> output(static_cast<size_t>(gk_tensor_size(d.layout, d.batch, d.out_channels, s.oh, s.ow)));
 
   double virtual_clock = 0;
   const bool fake = static_cast<bool>(g_fake_durations);
@@ -214,7 +216,7 @@ Choice profile_and_choose(const Shape& s, const std::vector<Candidate>& cands, c
     if (fake) {
       virtual_clock += g_fake_durations(c.name);
     } else {
-      p.run(input.data(), output.data());
+      run_in_layout(s, p, input.data(), output.data());
     }
   };
   const double budget = profile_budget_seconds(), start = now();

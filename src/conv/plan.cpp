@@ -90,6 +90,33 @@ const Algorithm* heuristic_choice(const Shape& s, std::string* rejected) {
   return chosen;
 }
 
+gk_status run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output) {
+  const gk_conv_desc& d = s.d;
+  if (p.native_layout(d.layout)) {
+    p.run(input, output);
+    return GK_OK;
+  }
+  const int64_t in_size = d.batch * d.in_channels * d.in_height * d.in_width;
+  const int64_t out_size = d.batch * d.out_channels * s.pixels();
+  float* in_nchw = scratch(ScratchSlot::ConvInput, in_size);
+  float* out_nchw = scratch(ScratchSlot::ConvOutput, out_size);
+  if (!in_nchw || !out_nchw) {
+    set_last_error("gk_conv_run: cannot allocate the layout workspace");
+    return GK_ERR_OUT_OF_MEMORY;
+  }
+  gk_convert_layout(input, d.layout, in_nchw, GK_LAYOUT_NCHW, d.batch, d.in_channels, d.in_height, d.in_width);
+  p.run(in_nchw, out_nchw);
+  gk_convert_layout(out_nchw, GK_LAYOUT_NCHW, output, d.layout, d.batch, d.out_channels, s.oh, s.ow);
+  return GK_OK;
+}
+
+int64_t workspace_in_layout(const Shape& s, const Prepared& p) {
+  const gk_conv_desc& d = s.d;
+  const int64_t copies =
+      p.native_layout(d.layout) ? 0 : 4 * d.batch * (d.in_channels * d.in_height * d.in_width + d.out_channels * s.pixels());
+  return p.workspace_bytes() + copies;
+}
+
 std::vector<Candidate> candidates(const Shape& s, bool allow_lossy) {
   std::vector<Candidate> out;
   auto add = [&](const Algorithm* a) {  // the default, then the tuned alternatives
@@ -183,27 +210,7 @@ __attribute__((visibility("default"))) gk_status gk_conv_run(const gk_conv_plan*
     gk::set_last_error("gk_conv_run: NULL plan, input or output");
     return GK_ERR_INVALID_ARGUMENT;
   }
-  const gk_conv_desc& d = plan->shape.d;
-  if (d.layout == GK_LAYOUT_NCHW) {
-    plan->prepared->run(input, output);
-    return GK_OK;
-  }
-  // Other layouts run through NCHW copies in this thread's workspace; the conversions are
-  // part of the measured time.
-  const int64_t in_size = d.batch * d.in_channels * d.in_height * d.in_width;
-  const int64_t out_size = d.batch * d.out_channels * plan->shape.pixels();
-  float* in_nchw = gk::scratch(gk::ScratchSlot::ConvInput, in_size);
-  float* out_nchw = gk::scratch(gk::ScratchSlot::ConvOutput, out_size);
-  if (!in_nchw || !out_nchw) {
-    gk::set_last_error("gk_conv_run: cannot allocate the layout workspace");
-    return GK_ERR_OUT_OF_MEMORY;
-  }
-  gk_convert_layout(input, d.layout, in_nchw, GK_LAYOUT_NCHW, d.batch, d.in_channels,
-                    d.in_height, d.in_width);
-  plan->prepared->run(in_nchw, out_nchw);
-  gk_convert_layout(out_nchw, GK_LAYOUT_NCHW, output, d.layout, d.batch, d.out_channels,
-                    plan->shape.oh, plan->shape.ow);
-  return GK_OK;
+  return gk::conv::run_in_layout(plan->shape, *plan->prepared, input, output);
 }
 
 __attribute__((visibility("default"))) const char* gk_conv_plan_algo_name(const gk_conv_plan* plan) {
@@ -211,13 +218,7 @@ __attribute__((visibility("default"))) const char* gk_conv_plan_algo_name(const 
 }
 
 __attribute__((visibility("default"))) int64_t gk_conv_plan_workspace_size(const gk_conv_plan* plan) {
-  if (!plan) return 0;
-  const gk_conv_desc& d = plan->shape.d;
-  const int64_t layout_copies =
-      d.layout == GK_LAYOUT_NCHW
-          ? 0
-          : 4 * d.batch * (d.in_channels * d.in_height * d.in_width + d.out_channels * plan->shape.pixels());
-  return plan->prepared->workspace_bytes() + layout_copies;
+  return plan ? gk::conv::workspace_in_layout(plan->shape, *plan->prepared) : 0;
 }
 
 __attribute__((visibility("default"))) void gk_conv_plan_destroy(gk_conv_plan* plan) { delete plan; }

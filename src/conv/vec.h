@@ -2,6 +2,7 @@
 // instead of memcpy/memset calls: the runs here are a few dozen floats, where a library
 // call costs more than the copy.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "common/simd.h"
@@ -36,6 +37,65 @@ GK_INLINE void gather_padded(float* dst, const float* src, int64_t stride, int64
     for (int64_t i = lo; i < hi; ++i) dst[i] = src[i * stride];
   }
   zero_run(dst + hi, n - hi);
+}
+
+// dst[q * len + i] = row[i * M + q - pad] for q < M, i < len: one input row, zero-padded
+// (pad on the left, zeros past `width`), split into its M column phases (M = 1: a padded
+// copy), so that a stride-M access becomes M contiguous ones. Where all 8 * M inputs of 8
+// indices lie inside the row they are loaded as M vectors and deinterleaved with shuffles
+// (M = 2, 4); the edges, and other M, element by element.
+template <int M>
+GK_INLINE void split_phases(const float* row, int64_t width, int64_t pad, int64_t len, float* dst) {
+  auto element = [&](int64_t i, int64_t q) {
+    const int64_t col = i * M + q - pad;
+    dst[q * len + i] = col >= 0 && col < width ? row[col] : 0.0f;
+  };
+  int64_t i = 0;
+  if constexpr (M == 1) {
+    const int64_t lo = std::min(len, pad), hi = std::max(lo, std::min(len, width + pad));
+    gather_padded(dst, row - pad, 1, lo, hi, len);
+    return;
+  }
+  if constexpr (M == 2 || M == 4) {
+    const int64_t first = std::min(len, (pad + M - 1) / M);  // the first i with i * M >= pad
+    for (; i < first; ++i)
+      for (int64_t q = 0; q < M; ++q) element(i, q);
+    for (; i + 8 <= len && (i + 8) * M - pad <= width; i += 8) {
+      const float* src = row + i * M - pad;
+      if constexpr (M == 2) {
+        const v8 a = load8(src), b = load8(src + 8);
+        store8(dst + i, __builtin_shuffle(a, b, (v8i){0, 2, 4, 6, 8, 10, 12, 14}));
+        store8(dst + len + i, __builtin_shuffle(a, b, (v8i){1, 3, 5, 7, 9, 11, 13, 15}));
+      } else {
+        const v8 a = load8(src), b = load8(src + 8), c = load8(src + 16), d = load8(src + 24);
+        const v8i even = {0, 4, 8, 12, 1, 5, 9, 13}, odd = {2, 6, 10, 14, 3, 7, 11, 15};
+        const v8 ab01 = __builtin_shuffle(a, b, even), ab23 = __builtin_shuffle(a, b, odd);
+        const v8 cd01 = __builtin_shuffle(c, d, even), cd23 = __builtin_shuffle(c, d, odd);
+        const v8i lo = {0, 1, 2, 3, 8, 9, 10, 11}, hi = {4, 5, 6, 7, 12, 13, 14, 15};
+        store8(dst + i, __builtin_shuffle(ab01, cd01, lo));
+        store8(dst + len + i, __builtin_shuffle(ab01, cd01, hi));
+        store8(dst + 2 * len + i, __builtin_shuffle(ab23, cd23, lo));
+        store8(dst + 3 * len + i, __builtin_shuffle(ab23, cd23, hi));
+      }
+    }
+  }
+  for (; i < len; ++i)
+    for (int64_t q = 0; q < M; ++q) element(i, q);
+}
+
+// The same with the phase count known at run time (a convolution's stride).
+GK_INLINE void split_phases(int64_t m, const float* row, int64_t width, int64_t pad, int64_t len, float* dst) {
+  switch (m) {
+    case 1: return split_phases<1>(row, width, pad, len, dst);
+    case 2: return split_phases<2>(row, width, pad, len, dst);
+    case 4: return split_phases<4>(row, width, pad, len, dst);
+    default:
+      for (int64_t q = 0; q < m; ++q)
+        for (int64_t i = 0; i < len; ++i) {
+          const int64_t col = i * m + q - pad;
+          dst[q * len + i] = col >= 0 && col < width ? row[col] : 0.0f;
+        }
+  }
 }
 
 }  // namespace conv

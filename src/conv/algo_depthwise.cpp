@@ -1,0 +1,504 @@
+// Depthwise (channel-wise: groups == in_channels) convolution, vectorized over channels:
+// 8 output channels at a time, one per vector lane, as NCHW8 stores them, so every tap is
+// one full-width FMA with the 8 channels' weights whatever the plane size. (Vectorizing
+// along a row of one channel wastes lanes on 7- and 14-wide rows and spends most of its
+// time on edges: it ran MobileNetV2's and ShuffleNetV2's small planes at 1-6 GFLOP/s.)
+//
+// Each output row reads channel-interleaved input rows, [column][8 lanes]: in NCHW8 the
+// input itself; in NCHW a band of rows staged by 8 x 8 transposes of 8 planes' rows. The
+// columns whose taps all fall inside the row are swept 8 at a time (8 independent
+// accumulators keep both FMA pipes busy), every tap unrolled for 3x3 and 5x5; the few
+// border columns check each tap; rows in the padding are skipped. Output rows come out
+// interleaved, [column][8]: the output itself in NCHW8, else a band transposed back.
+//
+// Layouts: NCHW and NCHW8 run natively (NCHW8 only with one output per input channel);
+// others are converted to NCHW. Threads split the (image, channel block) pairs. Bias and
+// activation are applied in registers before the store.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "common/runtime.h"
+#include "conv/conv.h"
+#include "conv/vec.h"
+
+namespace gk {
+namespace conv {
+namespace {
+
+constexpr int64_t kLanes = 8;
+// NCHW outputs at least this wide vectorize along their rows by default (no transposes);
+// narrower ones across channels. Measured on MobileNetV2's and ShuffleNetV2's depthwise
+// layers (Zen 3, 1 thread, ms, across channels / along rows): 56-wide outputs 0.38 vs
+// 0.57 (144 channels), 0.66 vs 0.77 (96, stride 2), 112-wide 0.27 vs 0.52; 28-wide 0.19
+// vs 0.22 (192), 0.09 vs 0.21 (stride 2); 14-wide 0.11 vs 0.16; 7-wide equal.
+constexpr int64_t kRowsMinWidth = 48;
+
+struct DwGeometry {
+  int64_t kh, kw, sh, sw, dh, dw, pad_top, pad_left;
+  int64_t ih, iw, oh, ow;
+  int64_t multiplier;      // output channels per input channel
+  int64_t inner_lo, inner_hi;  // output columns whose taps all read inside the row
+  int64_t band;            // output rows per band (NCHW staging and unstaging)
+  // Input rows [first, first + count) that output rows [oh0, oh0 + rows) read.
+  int64_t first_row(int64_t oh0) const { return std::max<int64_t>(0, oh0 * sh - pad_top); }
+  int64_t row_count(int64_t oh0, int64_t rows) const {
+    return std::max<int64_t>(0, std::min(ih, (oh0 + rows - 1) * sh - pad_top + (kh - 1) * dh + 1) - first_row(oh0));
+  }
+  int64_t staged_floats() const { return ((band - 1) * sh + (kh - 1) * dh + 1) * iw * kLanes; }
+};
+
+DwGeometry make_geometry(const Shape& s) {
+  const gk_conv_desc& d = s.d;
+  DwGeometry g;
+  g.kh = d.kernel_h, g.kw = d.kernel_w, g.sh = d.stride_h, g.sw = d.stride_w;
+  g.dh = d.dilation_h, g.dw = d.dilation_w, g.pad_top = d.pad_top, g.pad_left = d.pad_left;
+  g.ih = d.in_height, g.iw = d.in_width, g.oh = s.oh, g.ow = s.ow, g.multiplier = s.ocg;
+  // Column x reads input columns x * sw - pad_left + [0, (kw - 1) * dw].
+  g.inner_lo = std::min(s.ow, (g.pad_left + g.sw - 1) / g.sw);
+  const int64_t last = g.iw - 1 - (g.kw - 1) * g.dw + g.pad_left;  // x * sw <= last
+  g.inner_hi = last < 0 ? g.inner_lo : std::clamp<int64_t>(last / g.sw + 1, g.inner_lo, s.ow);
+  // The staged input band in 32 KiB (L1d) where it fits, else one output row at a time.
+  const int64_t rows_fit = (32 << 10) / (g.iw * kLanes * 4);
+  g.band = std::clamp<int64_t>((rows_fit - (g.kh - 1) * g.dh - 1) / g.sh + 1, 1, s.oh);
+  return g;
+}
+
+GK_INLINE v8 activate8(v8 v, gk_activation act) {
+  if (act == GK_ACT_NONE) return v;
+  const v8 zero = {};
+  v = v > zero ? v : zero;
+  if (act == GK_ACT_RELU6) {
+    const v8 six = zero + 6.0f;
+    v = v < six ? v : six;
+  }
+  return v;
+}
+
+
+// r[i][j] -> r[j][i] for an 8 x 8 block held as 8 vectors.
+GK_INLINE void transpose8x8(v8 (&r)[8]) {
+  const v8i lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
+  const v8i pair_lo = {0, 1, 8, 9, 4, 5, 12, 13}, pair_hi = {2, 3, 10, 11, 6, 7, 14, 15};
+  const v8i half_lo = {0, 1, 2, 3, 8, 9, 10, 11}, half_hi = {4, 5, 6, 7, 12, 13, 14, 15};
+  v8 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shuffle(r[i], r[i + 1], lo);
+    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = __builtin_shuffle(t[i], t[i + 2], pair_lo);
+    u[i + 1] = __builtin_shuffle(t[i], t[i + 2], pair_hi);
+    u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], pair_lo);
+    u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], pair_hi);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = __builtin_shuffle(u[i], u[i + 4], half_lo);
+    r[i + 4] = __builtin_shuffle(u[i], u[i + 4], half_hi);
+  }
+}
+
+// Input rows [first, first + count) of 8 NCHW planes (planes[l] for lane l; nullptr: a
+// channel past the end, zeros) interleaved into dst[row][column][8]: 8 columns at a time
+// by 8 x 8 transposes.
+GK_INLINE void stage_rows_planar(const DwGeometry& g, const float* const (&planes)[kLanes], int64_t first,
+                                 int64_t count, float* dst) {
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t row = (first + r) * g.iw;
+    float* out = dst + r * g.iw * kLanes;
+    int64_t q = 0;
+    for (; q + 8 <= g.iw; q += 8) {
+      v8 v[8];
+      for (int l = 0; l < 8; ++l) v[l] = planes[l] ? load8(planes[l] + row + q) : v8{};
+      transpose8x8(v);
+      for (int j = 0; j < 8; ++j) store8(out + (q + j) * kLanes, v[j]);
+    }
+    for (; q < g.iw; ++q)
+      for (int l = 0; l < 8; ++l) out[q * kLanes + l] = planes[l] ? planes[l][row + q] : 0.0f;
+  }
+}
+
+// Output column x near the row's ends: each tap checked against them.
+GK_INLINE void border_column(const DwGeometry& g, const float* const* rows, const float* w, v8 bias,
+                             gk_activation act, int64_t x, float* out) {
+  v8 a = bias;
+  for (int64_t i = 0; i < g.kh; ++i) {
+    if (!rows[i]) continue;
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const int64_t col = x * g.sw - g.pad_left + j * g.dw;
+      if (col >= 0 && col < g.iw) a += load8(rows[i] + col * kLanes) * load8(w + (i * g.kw + j) * kLanes);
+    }
+  }
+  store8(out + x * kLanes, activate8(a, act));
+}
+
+// Output columns [x, x + N) whose taps all read inside the row: N independent
+// accumulators (the loops over them unroll, so they live in registers).
+template <int KH, int KW, int N>
+GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const float* w, v8 bias,
+                            gk_activation act, int64_t x, float* out) {
+  const int64_t kh = KH ? KH : g.kh, kw = KW ? KW : g.kw;
+  const int64_t step = g.sw * kLanes, tap_step = g.dw * kLanes;
+  v8 a[N];
+#pragma GCC unroll 8
+  for (int n = 0; n < N; ++n) a[n] = bias;
+  for (int64_t i = 0; i < kh; ++i) {
+    if (!rows[i]) continue;
+    const float* r = rows[i] + (x * g.sw - g.pad_left) * kLanes;
+#pragma GCC unroll 8
+    for (int64_t j = 0; j < kw; ++j) {
+      const float* p = r + j * tap_step;
+      const v8 wt = load8(w + (i * kw + j) * kLanes);
+#pragma GCC unroll 8
+      for (int n = 0; n < N; ++n) a[n] += load8(p + n * step) * wt;
+    }
+  }
+#pragma GCC unroll 8
+  for (int n = 0; n < N; ++n) store8(out + (x + n) * kLanes, activate8(a[n], act));
+}
+
+// One output row, [column][8], from the interleaved input rows its taps read (rows[i] for
+// kernel row i; nullptr: a row in the padding, skipped). KH x KW: the kernel size when it
+// is a template size, 0 x 0: the run-time size.
+template <int KH, int KW>
+GK_INLINE void compute_row(const DwGeometry& g, const float* const* rows, const float* w, v8 bias,
+                           gk_activation act, float* out) {
+  for (int64_t x = 0; x < g.inner_lo; ++x) border_column(g, rows, w, bias, act, x, out);
+  // Blocks of 8 columns (4 on narrow rows); a remainder is covered by one more block
+  // ending at inner_hi, overlapping the previous one (recomputing a column gives the same
+  // value), since one column at a time is a chain of dependent FMAs.
+  const int64_t inner = g.inner_hi - g.inner_lo;
+  const int64_t width = inner >= 8 ? 8 : inner >= 4 ? 4 : 1;
+  for (int64_t b = 0; b < inner; b = b + width >= inner ? inner : std::min(b + width, inner - width)) {
+    const int64_t x = g.inner_lo + b;
+    if (width == 8) {
+      column_block<KH, KW, 8>(g, rows, w, bias, act, x, out);
+    } else if (width == 4) {
+      column_block<KH, KW, 4>(g, rows, w, bias, act, x, out);
+    } else {
+      column_block<KH, KW, 1>(g, rows, w, bias, act, x, out);
+    }
+  }
+  for (int64_t x = g.inner_hi; x < g.ow; ++x) border_column(g, rows, w, bias, act, x, out);
+}
+
+// Output rows [oh0, oh0 + rows) from interleaved input rows: input row ih at
+// in + (ih - first) * iw * 8 for ih in [first, first + count).
+template <int KH, int KW>
+GK_INLINE void compute_rows(const DwGeometry& g, const float* in, int64_t first, int64_t count, int64_t oh0,
+                            int64_t rows, const float* w, v8 bias, gk_activation act, float* out) {
+  constexpr int64_t kMaxRows = 16;
+  const float* row_ptrs[kMaxRows];
+  std::vector<const float*> many;  // kernels taller than 16 rows (never on the hot path)
+  const float** ptrs = row_ptrs;
+  if (g.kh > kMaxRows) {
+    many.resize(size_t(g.kh));
+    ptrs = many.data();
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < g.kh; ++i) {
+      const int64_t ih = (oh0 + r) * g.sh - g.pad_top + i * g.dh;
+      ptrs[i] = ih >= first && ih < first + count ? in + (ih - first) * g.iw * kLanes : nullptr;
+    }
+    compute_row<KH, KW>(g, ptrs, w, bias, act, out + r * g.ow * kLanes);
+  }
+}
+
+// The interleaved output band back into NCHW planes (planes[l] for lane l; nullptr: a
+// channel past the end): 8 columns at a time by 8 x 8 transposes.
+GK_INLINE void unstage_band_planar(const DwGeometry& g, const float* band, int64_t rows, float* const (&planes)[kLanes]) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = band + r * g.ow * kLanes;
+    int64_t x = 0;
+    for (; x + 8 <= g.ow; x += 8) {
+      v8 v[8];
+      for (int j = 0; j < 8; ++j) v[j] = load8(src + (x + j) * kLanes);
+      transpose8x8(v);
+      for (int l = 0; l < 8; ++l)
+        if (planes[l]) store8(planes[l] + r * g.ow + x, v[l]);
+    }
+    for (; x < g.ow; ++x)
+      for (int l = 0; l < 8; ++l)
+        if (planes[l]) planes[l][r * g.ow + x] = src[x * kLanes + l];
+  }
+}
+
+// Where a channel block's input comes from and its output goes.
+struct BlockIo {
+  const float* in_planar[kLanes];    // NCHW: each lane's input plane (nullptr past the end)
+  float* out_planar[kLanes];         // NCHW: each lane's output plane
+  const float* in_blocked = nullptr;  // NCHW8: the block's input [ih][iw][8]
+  float* out_blocked = nullptr;       // NCHW8: the block's output [oh][ow][8]
+};
+
+template <int KH, int KW>
+GK_INLINE void run_block(const DwGeometry& g, const BlockIo& io, const float* w, v8 bias, gk_activation act,
+                         float* staged, float* band_out) {
+  if (io.in_blocked && io.out_blocked) {
+    compute_rows<KH, KW>(g, io.in_blocked, 0, g.ih, 0, g.oh, w, bias, act, io.out_blocked);
+    return;
+  }
+  for (int64_t oh0 = 0; oh0 < g.oh; oh0 += g.band) {
+    const int64_t rows = std::min(g.band, g.oh - oh0);
+    const int64_t first = g.first_row(oh0), count = g.row_count(oh0, rows);
+    stage_rows_planar(g, io.in_planar, first, count, staged);
+    compute_rows<KH, KW>(g, staged, first, count, oh0, rows, w, bias, act, band_out);
+    float* planes[kLanes];
+    for (int l = 0; l < kLanes; ++l) planes[l] = io.out_planar[l] ? io.out_planar[l] + oh0 * g.ow : nullptr;
+    unstage_band_planar(g, band_out, rows, planes);
+  }
+}
+
+using BlockFn = void (*)(const DwGeometry&, const BlockIo&, const float*, const float*, gk_activation, float*, float*);
+
+template <int KH, int KW>
+void block_baseline(const DwGeometry& g, const BlockIo& io, const float* w, const float* bias, gk_activation act,
+                    float* s, float* b) {
+  run_block<KH, KW>(g, io, w, load8(bias), act, s, b);
+}
+#if defined(__x86_64__)
+template <int KH, int KW>
+__attribute__((target("avx2,fma"))) void block_avx2(const DwGeometry& g, const BlockIo& io, const float* w,
+                                                    const float* bias, gk_activation act, float* s, float* b) {
+  run_block<KH, KW>(g, io, w, load8(bias), act, s, b);
+}
+#endif
+
+template <int KH, int KW>
+BlockFn block_fn() {
+#if defined(__x86_64__)
+  if (active_config().kernel->simd != SimdLevel::Baseline) return block_avx2<KH, KW>;
+#endif
+  return block_baseline<KH, KW>;
+}
+
+class DepthwiseConv final : public Prepared {
+ public:
+  DepthwiseConv(const Shape& s, const float* weights, const float* bias) : s_(s), g_(make_geometry(s)) {
+    const int64_t oc = s.d.out_channels, taps = g_.kh * g_.kw;
+    blocks_ = (oc + kLanes - 1) / kLanes;
+    // Weights [block][tap][lane] and bias [block][lane], zero past the last channel.
+    w_.assign(size_t(blocks_ * taps * kLanes), 0.0f);
+    bias_.assign(size_t(blocks_ * kLanes), 0.0f);
+    for (int64_t o = 0; o < oc; ++o) {
+      for (int64_t t = 0; t < taps; ++t) w_[size_t(((o / kLanes) * taps + t) * kLanes + o % kLanes)] = weights[o * taps + t];
+      if (bias) bias_[size_t(o)] = bias[o];
+    }
+    fn_ = g_.kh == 3 && g_.kw == 3 ? block_fn<3, 3>() : g_.kh == 5 && g_.kw == 5 ? block_fn<5, 5>() : block_fn<0, 0>();
+  }
+
+  bool native_layout(gk_layout layout) const override {
+    return layout == GK_LAYOUT_NCHW || (layout == GK_LAYOUT_NCHW8 && g_.multiplier == 1);
+  }
+
+  // NCHW: the staged input band and the output band.
+  int64_t workspace_bytes() const override { return 4 * (g_.staged_floats() + g_.band * g_.ow * kLanes); }
+
+  void run(const float* input, float* output) const override {
+    const gk_conv_desc& d = s_.d;
+    const bool blocked = d.layout != GK_LAYOUT_NCHW && native_layout(d.layout);  // else NCHW copies
+    const int64_t items = d.batch * blocks_, taps = g_.kh * g_.kw;
+    const int64_t in_plane = g_.ih * g_.iw, out_plane = g_.oh * g_.ow;
+    const int threads = threads_for(s_.flops());
+    if (threads > 1) note_parallel_region();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+      float* staged = scratch(ScratchSlot::ConvRow, g_.staged_floats());
+      float* band_out = scratch(ScratchSlot::ConvImage, g_.band * g_.ow * kLanes);
+      if (!staged || !band_out) {
+        std::fprintf(stderr, "gemmkit: out of memory for the depthwise workspace\n");
+        std::abort();
+      }
+#pragma omp for schedule(static)
+      for (int64_t item = 0; item < items; ++item) {
+        const int64_t n = item / blocks_, b = item % blocks_;
+        BlockIo io;
+        if (blocked) {
+          io.in_blocked = input + (n * blocks_ + b) * in_plane * kLanes;
+          io.out_blocked = output + (n * blocks_ + b) * out_plane * kLanes;
+        } else {
+          for (int64_t l = 0; l < kLanes; ++l) {
+            const int64_t o = b * kLanes + l;
+            const bool inside = o < d.out_channels;
+            io.in_planar[l] = inside ? input + (n * d.in_channels + o / g_.multiplier) * in_plane : nullptr;
+            io.out_planar[l] = inside ? output + (n * d.out_channels + o) * out_plane : nullptr;
+          }
+        }
+        fn_(g_, io, &w_[size_t(b * taps * kLanes)], &bias_[size_t(b * kLanes)], d.activation, staged, band_out);
+      }
+    }
+  }
+
+ private:
+  Shape s_;
+  DwGeometry g_;
+  int64_t blocks_;
+  std::vector<float> w_, bias_;  // [block][tap][lane], [block][lane]
+  BlockFn fn_;
+};
+
+// ---- The other vectorization: along the output rows of one channel ------------------
+// For NCHW planes wide enough to fill vectors it needs no transposes: each channel plane
+// is copied zero-padded and split into its stride phases (so every tap reads one
+// contiguous run), then each output row is computed 32 columns at a time (4 independent
+// accumulators), every tap accumulated in registers; a remainder is one more block of 8
+// overlapping the previous one, or on rows narrower than 8 a partial store.
+
+struct PaddedPlane {
+  int64_t hp, sw, len;           // rows, stride phases per row, floats per phase (+ 8 slack)
+  std::vector<int64_t> offsets;  // tap (r, s) of output (0, 0) in the plane
+  explicit PaddedPlane(const Shape& s)
+      : hp(s.d.in_height + s.d.pad_top + s.d.pad_bottom), sw(s.d.stride_w),
+        len((s.d.in_width + s.d.pad_left + s.d.pad_right + s.d.stride_w - 1) / s.d.stride_w + 8) {
+    const gk_conv_desc& d = s.d;
+    for (int64_t r = 0; r < d.kernel_h; ++r)
+      for (int64_t c = 0; c < d.kernel_w; ++c) {
+        const int64_t col = c * d.dilation_w;
+        offsets.push_back((r * d.dilation_h * sw + col % sw) * len + col / sw);
+      }
+  }
+  int64_t floats() const { return hp * sw * len; }
+};
+
+// Output columns [x, x + 8 * N) of one row: N accumulators over every tap.
+template <int N>
+GK_INLINE void row_block(const float* origin, const int64_t* offsets, int64_t taps, const float* w, v8 bias,
+                         gk_activation act, int64_t x, float* yrow) {
+  v8 a[N];
+#pragma GCC unroll 4
+  for (int n = 0; n < N; ++n) a[n] = bias;
+  for (int64_t t = 0; t < taps; ++t) {
+    const float* src = origin + x + offsets[t];
+    const float wt = w[t];
+#pragma GCC unroll 4
+    for (int n = 0; n < N; ++n) a[n] += load8(src + 8 * n) * wt;
+  }
+#pragma GCC unroll 4
+  for (int n = 0; n < N; ++n) store8(yrow + x + 8 * n, activate8(a[n], act));
+}
+
+GK_INLINE void depthwise_plane(const Shape& s, const PaddedPlane& pp, const float* x, const float* w, float bias,
+                               float* y, float* buffer) {
+  const gk_conv_desc& d = s.d;
+  for (int64_t r = 0; r < pp.hp; ++r) {
+    const int64_t ih = r - d.pad_top;
+    float* dst = buffer + r * pp.sw * pp.len;
+    if (ih < 0 || ih >= d.in_height) {
+      zero_run(dst, pp.sw * pp.len);
+    } else {
+      split_phases(pp.sw, x + ih * d.in_width, d.in_width, d.pad_left, pp.len, dst);
+    }
+  }
+  const int64_t taps = int64_t(pp.offsets.size());
+  const v8 bias8 = v8{} + bias;
+  for (int64_t oh = 0; oh < s.oh; ++oh) {
+    float* yrow = y + oh * s.ow;
+    const float* origin = buffer + oh * d.stride_h * pp.sw * pp.len;
+    int64_t ow = 0;
+    for (; ow + 32 <= s.ow; ow += 32) row_block<4>(origin, pp.offsets.data(), taps, w, bias8, d.activation, ow, yrow);
+    for (; ow + 8 <= s.ow; ow += 8) row_block<1>(origin, pp.offsets.data(), taps, w, bias8, d.activation, ow, yrow);
+    if (ow == s.ow) continue;
+    if (s.ow >= 8) {  // the last 8 columns again, overlapping
+      row_block<1>(origin, pp.offsets.data(), taps, w, bias8, d.activation, s.ow - 8, yrow);
+      continue;
+    }
+    v8 acc = bias8;  // a row narrower than 8: its extra lanes read the slack
+    for (int64_t t = 0; t < taps; ++t) acc += load8(origin + pp.offsets[size_t(t)]) * w[t];
+    acc = activate8(acc, d.activation);
+    for (int64_t q = 0; q < s.ow; ++q) yrow[q] = acc[q];
+  }
+}
+
+using PlaneFn = void (*)(const Shape&, const PaddedPlane&, const float*, const float*, float, float*, float*);
+void plane_baseline(const Shape& s, const PaddedPlane& pp, const float* x, const float* w, float b, float* y,
+                    float* buf) {
+  depthwise_plane(s, pp, x, w, b, y, buf);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void plane_avx2(const Shape& s, const PaddedPlane& pp, const float* x,
+                                                    const float* w, float b, float* y, float* buf) {
+  depthwise_plane(s, pp, x, w, b, y, buf);
+}
+#endif
+
+class DepthwiseRowsConv final : public Prepared {
+ public:
+  DepthwiseRowsConv(const Shape& s, const float* weights, const float* bias)
+      : s_(s), w_(weights, weights + s.d.out_channels * s.k_gemm), plane_(s) {
+    if (bias) bias_.assign(bias, bias + s.d.out_channels);
+    fn_ = plane_baseline;
+#if defined(__x86_64__)
+    if (active_config().kernel->simd != SimdLevel::Baseline) fn_ = plane_avx2;
+#endif
+  }
+  int64_t workspace_bytes() const override { return 4 * plane_.floats(); }
+  void run(const float* input, float* output) const override {
+    const gk_conv_desc& d = s_.d;
+    const int64_t planes = d.batch * d.out_channels, in_plane = d.in_height * d.in_width;
+    const int threads = threads_for(s_.flops());
+    if (threads > 1) note_parallel_region();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+      float* buffer = scratch(ScratchSlot::ConvRow, plane_.floats());
+      if (!buffer) {
+        std::fprintf(stderr, "gemmkit: out of memory for the depthwise workspace\n");
+        std::abort();
+      }
+#pragma omp for schedule(static)
+      for (int64_t idx = 0; idx < planes; ++idx) {
+        const int64_t n = idx / d.out_channels, oc = idx % d.out_channels;
+        fn_(s_, plane_, input + (n * d.in_channels + oc / s_.ocg) * in_plane, w_.data() + oc * s_.k_gemm,
+            bias_.empty() ? 0.0f : bias_[size_t(oc)], output + (n * d.out_channels + oc) * s_.pixels(), buffer);
+      }
+    }
+  }
+
+ private:
+  Shape s_;
+  std::vector<float> w_, bias_;
+  PaddedPlane plane_;
+  PlaneFn fn_;
+};
+
+// The two vectorizations, Fast-Run's tuning values.
+enum Vectorization : int64_t { kAcrossChannels = 1, kAlongRows = 2 };
+
+// AUTO: across channels when the plan runs NCHW8 natively, or when the output rows are
+// narrow (kRowsMinWidth); along the rows otherwise.
+Vectorization default_vectorization(const Shape& s) {
+  const bool blocked = s.d.layout == GK_LAYOUT_NCHW8 && s.ocg == 1;
+  return blocked || s.ow < kRowsMinWidth ? kAcrossChannels : kAlongRows;
+}
+
+class Depthwise final : public Algorithm {
+ public:
+  gk_conv_algo id() const override { return GK_CONV_ALGO_DEPTHWISE; }
+  const char* name() const override { return "depthwise"; }
+  std::string unusable_reason(const Shape& s) const override {
+    return s.depthwise() ? "" : "not channel-wise (groups != in_channels)";
+  }
+  // 1: vectors across 8 channels; 2: along the output rows of one channel.
+  const char* tuning_name() const override { return "vectorize"; }
+  std::vector<int64_t> tunings(const Shape& s) const override {
+    return {default_vectorization(s) == kAcrossChannels ? kAlongRows : kAcrossChannels};
+  }
+  std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t tuning) const override {
+    const Vectorization v = tuning == kAcrossChannels || tuning == kAlongRows ? Vectorization(tuning)
+                                                                               : default_vectorization(s);
+    if (v == kAlongRows) return std::unique_ptr<Prepared>(new DepthwiseRowsConv(s, w, b));
+    return std::unique_ptr<Prepared>(new DepthwiseConv(s, w, b));
+  }
+};
+
+}  // namespace
+
+const Algorithm* depthwise_algorithm() {
+  static const Depthwise a;
+  return &a;
+}
+
+}  // namespace conv
+}  // namespace gk
