@@ -169,8 +169,10 @@ class OneDnnConv {
   std::string impl_;
 };
 
-const char* kLibs[] = {"gemmkit", "im2col+openblas", "onednn-nchw", "onednn-blocked", "gemmkit-fastrun"};
-constexpr int kNumLibs = 5;
+// gemmkit-nchw8: AUTO with activations in NCHW8, the blocked layout to set against
+// oneDNN's (its depthwise and 1x1 convolutions run it in place; others convert inside).
+const char* kLibs[] = {"gemmkit", "im2col+openblas", "onednn-nchw", "onednn-blocked", "gemmkit-fastrun", "gemmkit-nchw8"};
+constexpr int kNumLibs = 6;
 
 // The forced gemmkit algorithms timed on 3x3 stride-1 layers.
 struct Forced {
@@ -208,6 +210,8 @@ struct LayerSetup {
   // oneDNN fixes a primitive's thread count when it is created: one per thread count.
   std::map<int, std::unique_ptr<OneDnnConv>> dnnl_nchw, dnnl_blocked;
   gk_conv_plan* forced[kNumForced] = {};  // 3x3 stride-1 layers only
+  gk_conv_plan* plan_nchw8 = nullptr;
+  std::vector<float> x8, y8;  // the layer's tensors in NCHW8
 };
 using Samples = std::map<std::string, std::vector<double>>;
 
@@ -314,6 +318,18 @@ int main(int argc, char** argv) {
       return 1;
     }
     s.caffe.reset(new Im2colBlas(layers[i], ob));
+    {
+      gk_conv_desc d8 = layers[i].d;
+      d8.layout = GK_LAYOUT_NCHW8;
+      if (gk_conv_plan_create(&d8, s.data->w.data(), s.data->bias.data(), GK_CONV_ALGO_AUTO, &s.plan_nchw8) != GK_OK) {
+        std::fprintf(stderr, "bench_conv: NCHW8 %s: %s\n", layers[i].name.c_str(), gk_last_error());
+        return 1;
+      }
+      s.x8.resize(size_t(gk_tensor_size(GK_LAYOUT_NCHW8, d8.batch, d8.in_channels, d8.in_height, d8.in_width)));
+      s.y8.resize(size_t(gk_tensor_size(GK_LAYOUT_NCHW8, d8.batch, d8.out_channels, layers[i].oh, layers[i].ow)));
+      gk_convert_layout(s.data->x.data(), GK_LAYOUT_NCHW, s.x8.data(), GK_LAYOUT_NCHW8, d8.batch, d8.in_channels,
+                        d8.in_height, d8.in_width);
+    }
     if (winograd_layer(layers[i]))
       for (int f = 0; f < kNumForced; ++f)
         if (gk_conv_plan_create(&layers[i].d, s.data->w.data(), s.data->bias.data(), kForced[f].algo,
@@ -344,6 +360,7 @@ int main(int argc, char** argv) {
         gk_set_num_threads(t);
         gk_conv_run(sp->fastrun[t], sp->data->x.data(), sp->data->y.data());
       });
+      reg("gemmkit-nchw8", [sp, t] { gk_set_num_threads(t); gk_conv_run(sp->plan_nchw8, sp->x8.data(), sp->y8.data()); });
       reg("im2col+openblas", [sp, t, &ob] { ob.set_threads(t); sp->caffe->run(*sp->data); });
       reg("onednn-nchw", [sp, t] { omp_set_num_threads(t); sp->dnnl_nchw[t]->run(); });
       reg("onednn-blocked", [sp, t] { omp_set_num_threads(t); sp->dnnl_blocked[t]->run(); });
@@ -381,12 +398,12 @@ int main(int argc, char** argv) {
         << "- gemmkit: " << gk_config_string() << "\n- OpenBLAS: " << ob.description
         << "\n- totals are sums over a network's conv layers (layer time x count), medians of " << rounds
         << " interleaved rounds\n\n"
-        << "| network | threads | gemmkit AUTO ms | gemmkit FASTRUN ms (profiling s) | im2col+OpenBLAS ms | oneDNN NCHW ms | oneDNN blocked ms | AUTO speedup vs im2col+OpenBLAS | AUTO / oneDNN blocked | FASTRUN / oneDNN blocked | largest im2col matrix vs gemmkit workspace |\n"
-        << "|---|---|---|---|---|---|---|---|---|---|---|\n";
-  rows << "\n## Per layer (ms, median)\n\n| network | layer | threads | AUTO algorithm | gemmkit AUTO | FASTRUN choice | gemmkit FASTRUN | im2col+OpenBLAS | oneDNN NCHW | oneDNN blocked (impl) | AUTO GFLOP/s |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+        << "| network | threads | gemmkit AUTO ms | gemmkit FASTRUN ms (profiling s) | gemmkit AUTO NCHW8 ms | im2col+OpenBLAS ms | oneDNN NCHW ms | oneDNN blocked ms | AUTO speedup vs im2col+OpenBLAS | AUTO / oneDNN blocked | FASTRUN / oneDNN blocked | NCHW8 / oneDNN blocked | largest im2col matrix vs gemmkit workspace |\n"
+        << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  rows << "\n## Per layer (ms, median)\n\n| network | layer | threads | AUTO algorithm | gemmkit AUTO | FASTRUN choice | gemmkit FASTRUN | gemmkit NCHW8 | im2col+OpenBLAS | oneDNN NCHW | oneDNN blocked (impl) | AUTO GFLOP/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& net : nets) {
     for (int t : thread_counts) {
-      double total[kNumLibs] = {0, 0, 0, 0, 0}, profiling = 0;
+      double total[kNumLibs] = {}, profiling = 0;
       int64_t max_full = 0, max_ws = 0;
       for (size_t i = 0; i < layers.size(); ++i) {
         const Layer& l = layers[i];
@@ -403,17 +420,17 @@ int main(int argc, char** argv) {
         max_full = std::max(max_full, setups[i].caffe->workspace_bytes());
         max_ws = std::max(max_ws, gk_conv_plan_workspace_size(setups[i].plan));
         char row[640];
-        std::snprintf(row, sizeof row, "| %s | %s | %d | %s | %.3f | %s | %.3f | %.3f | %.3f | %.3f (%s) | %.1f |\n",
+        std::snprintf(row, sizeof row, "| %s | %s | %d | %s | %.3f | %s | %.3f | %.3f | %.3f | %.3f | %.3f (%s) | %.1f |\n",
                       net.c_str(), l.name.c_str(), t, gk_conv_plan_algo_name(setups[i].plan), ms[0],
-                      gk_conv_plan_algo_name(setups[i].fastrun[t]), ms[4], ms[1], ms[2], ms[3],
+                      gk_conv_plan_algo_name(setups[i].fastrun[t]), ms[4], ms[5], ms[1], ms[2], ms[3],
                       setups[i].dnnl_blocked[t]->impl().c_str(), l.flops() / (ms[0] * 1e6));
         rows << row;
       }
       char line[640];
       std::snprintf(line, sizeof line,
-                    "| %s | %d | %.1f | %.1f (%.2f s) | %.1f | %.1f | %.1f | %.2fx | %.2f | %.2f | %.1f MiB vs %.0f KiB |\n",
-                    net.c_str(), t, total[0], total[4], profiling, total[1], total[2], total[3],
-                    total[1] / total[0], total[0] / total[3], total[4] / total[3], max_full / 1048576.0,
+                    "| %s | %d | %.1f | %.1f (%.2f s) | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2f | %.2f | %.2f | %.1f MiB vs %.0f KiB |\n",
+                    net.c_str(), t, total[0], total[4], profiling, total[5], total[1], total[2], total[3],
+                    total[1] / total[0], total[0] / total[3], total[4] / total[3], total[5] / total[3], max_full / 1048576.0,
                     max_ws / 1024.0);
       table << line;
     }
@@ -425,6 +442,7 @@ int main(int argc, char** argv) {
   std::printf("per-layer table: %s/conv.md, samples: %s/conv.csv\n", out_dir.c_str(), out_dir.c_str());
   for (LayerSetup& s : setups) {
     gk_conv_plan_destroy(s.plan);
+    gk_conv_plan_destroy(s.plan_nchw8);
     for (auto& f : s.fastrun) gk_conv_plan_destroy(f.second);
     for (gk_conv_plan* p : s.forced) gk_conv_plan_destroy(p);
   }

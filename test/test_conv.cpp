@@ -178,26 +178,69 @@ TEST(Conv, DepthwiseBothVectorizations) {
   }
 }
 
+// gemm_1x1 in NCHW8 runs in place (B packed from the blocked input, C tiles stored
+// blocked): channels past the KC block (the C tiles accumulate, beta = 1), output channels
+// past the MC block and not a multiple of MR or 8, pixel counts not a multiple of 8, batch
+// 2, 1 and 2 threads; padding channels of the output stay zero (checked).
+TEST(Conv, Gemm1x1BlockedInPlace) {
+  struct Case { int64_t batch, c, h, w, k; };
+  const Case cases[] = {{2, 20, 5, 7, 13}, {1, 400, 7, 9, 203}, {1, 8, 3, 3, 8}, {2, 33, 11, 6, 64}};
+  int i = 0;
+  for (int threads : {1, 2}) {
+    gk_set_num_threads(threads);
+    for (const Case& k : cases) {
+      if (gktest::quick() && k.c > 100) continue;
+      gk_conv_desc d;
+      gk_conv_desc_init(&d);
+      d.batch = k.batch, d.in_channels = k.c, d.in_height = k.h, d.in_width = k.w, d.out_channels = k.k;
+      d.kernel_h = d.kernel_w = 1;
+      d.layout = GK_LAYOUT_NCHW8;
+      d.activation = gk_activation(i % 3);
+      SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
+      EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, uint32_t(700 + i)), GK_CONV_ALGO_GEMM_1X1),
+                "gemm_1x1");
+      ++i;
+    }
+  }
+  gk_set_num_threads(0);
+}
+
+// Every layout from and back to NCHW, each element checked at the offset the layout
+// defines, the padding channels zero; channel counts for the vectorized 8-channel path
+// (19 channels, 35 pixels), NHWC rows wider than 64 channels (70), and a conversion
+// between two non-planar layouts.
 TEST(Conv, LayoutRoundTripsAndPadding) {
-  const int64_t n = 2, c = 5, h = 3, w = 4;
-  const std::vector<float> src = gktest::random_vector(size_t(n * c * h * w), 9);
-  for (gk_layout layout : kLayouts) {
-    const int64_t size = gk_tensor_size(layout, n, c, h, w);
-    const int64_t x = layout == GK_LAYOUT_NCHW4 ? 4 : layout == GK_LAYOUT_NCHW8 ? 8 : layout == GK_LAYOUT_NCHW16 ? 16 : 1;
-    EXPECT_EQ(size, n * ((c + x - 1) / x * x) * h * w);
-    std::vector<float> mid(size_t(size), gktest::kNaN), back(src.size(), gktest::kNaN);
-    ASSERT_EQ(gk_convert_layout(src.data(), GK_LAYOUT_NCHW, mid.data(), layout, n, c, h, w), GK_OK);
-    ASSERT_EQ(gk_convert_layout(mid.data(), layout, back.data(), GK_LAYOUT_NCHW, n, c, h, w), GK_OK);
-    EXPECT_EQ(back, src);
-    if (x > 1) {  // channel 5..x-1 of each block are zero padding
-      for (int64_t i = 0; i < size; ++i)
-        if (i % x >= c % x && (i / (x * h * w)) % ((c + x - 1) / x) == (c - 1) / x && c % x) {
-          ASSERT_EQ(mid[size_t(i)], 0.0f) << "padding at " << i;
-        }
+  struct Dims { int64_t n, c, h, w; };
+  for (const Dims& dims : {Dims{2, 5, 3, 4}, Dims{1, 19, 5, 7}, Dims{1, 70, 3, 3}}) {
+    const int64_t n = dims.n, c = dims.c, h = dims.h, w = dims.w, hw = h * w;
+    const std::vector<float> src = gktest::random_vector(size_t(n * c * hw), 9);
+    for (gk_layout layout : kLayouts) {
+      SCOPED_TRACE("c " + std::to_string(c) + " layout " + std::to_string(int(layout)));
+      const int64_t size = gk_tensor_size(layout, n, c, h, w);
+      const int64_t x = layout == GK_LAYOUT_NCHW4 ? 4 : layout == GK_LAYOUT_NCHW8 ? 8 : layout == GK_LAYOUT_NCHW16 ? 16 : 1;
+      const int64_t cp = (c + x - 1) / x * x;
+      EXPECT_EQ(size, n * cp * hw);
+      std::vector<float> mid(size_t(size), gktest::kNaN), back(src.size(), gktest::kNaN);
+      ASSERT_EQ(gk_convert_layout(src.data(), GK_LAYOUT_NCHW, mid.data(), layout, n, c, h, w), GK_OK);
+      ASSERT_EQ(gk_convert_layout(mid.data(), layout, back.data(), GK_LAYOUT_NCHW, n, c, h, w), GK_OK);
+      EXPECT_EQ(back, src);
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t ch = 0; ch < cp; ++ch)
+          for (int64_t p = 0; p < hw; ++p) {
+            const int64_t at = layout == GK_LAYOUT_NHWC ? (b * hw + p) * c + ch
+                               : layout == GK_LAYOUT_NCHW ? (b * c + ch) * hw + p
+                                                          : ((b * (cp / x) + ch / x) * hw + p) * x + ch % x;
+            if (layout == GK_LAYOUT_NHWC && ch >= c) continue;
+            const float want = ch < c ? src[size_t((b * c + ch) * hw + p)] : 0.0f;  // padding channels: zero
+            ASSERT_EQ(mid[size_t(at)], want) << "n " << b << " c " << ch << " pixel " << p;
+          }
     }
-    if (layout == GK_LAYOUT_NHWC) {  // element (0, 1, 0, 0) right after (0, 0, 0, 0)
-      EXPECT_EQ(mid[1], src[size_t(h * w)]);
-    }
+    // NCHW8 -> NHWC (neither planar) agrees with going through NCHW.
+    std::vector<float> blocked(size_t(gk_tensor_size(GK_LAYOUT_NCHW8, n, c, h, w))), nhwc(src.size()), direct(src.size());
+    ASSERT_EQ(gk_convert_layout(src.data(), GK_LAYOUT_NCHW, blocked.data(), GK_LAYOUT_NCHW8, n, c, h, w), GK_OK);
+    ASSERT_EQ(gk_convert_layout(src.data(), GK_LAYOUT_NCHW, nhwc.data(), GK_LAYOUT_NHWC, n, c, h, w), GK_OK);
+    ASSERT_EQ(gk_convert_layout(blocked.data(), GK_LAYOUT_NCHW8, direct.data(), GK_LAYOUT_NHWC, n, c, h, w), GK_OK);
+    EXPECT_EQ(direct, nhwc);
   }
   EXPECT_EQ(gk_tensor_size(gk_layout(99), 1, 1, 1, 1), -1);
   EXPECT_STREQ(gk_status_string(gk_status(99)), "unknown status");

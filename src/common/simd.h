@@ -11,6 +11,7 @@ namespace gk {
 typedef float v4 __attribute__((vector_size(16)));
 typedef float v8 __attribute__((vector_size(32)));
 typedef int v8i __attribute__((vector_size(32)));  // shuffle masks for v8
+typedef int v4i __attribute__((vector_size(16)));  // shuffle masks for v4
 #define GK_INLINE inline __attribute__((always_inline))
 
 GK_INLINE v8 load8(const float* p) {
@@ -19,6 +20,11 @@ GK_INLINE v8 load8(const float* p) {
   return v;
 }
 GK_INLINE void store8(float* p, const v8& v) { std::memcpy(p, &v, sizeof v); }
+GK_INLINE v4 load4(const float* p) {
+  v4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 GK_INLINE void store4(float* p, const v4& v) { std::memcpy(p, &v, sizeof v); }
 
 }  // namespace gk

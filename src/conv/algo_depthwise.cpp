@@ -79,46 +79,14 @@ GK_INLINE v8 activate8(v8 v, gk_activation act) {
 }
 
 
-// r[i][j] -> r[j][i] for an 8 x 8 block held as 8 vectors.
-GK_INLINE void transpose8x8(v8 (&r)[8]) {
-  const v8i lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
-  const v8i pair_lo = {0, 1, 8, 9, 4, 5, 12, 13}, pair_hi = {2, 3, 10, 11, 6, 7, 14, 15};
-  const v8i half_lo = {0, 1, 2, 3, 8, 9, 10, 11}, half_hi = {4, 5, 6, 7, 12, 13, 14, 15};
-  v8 t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = __builtin_shuffle(r[i], r[i + 1], lo);
-    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = __builtin_shuffle(t[i], t[i + 2], pair_lo);
-    u[i + 1] = __builtin_shuffle(t[i], t[i + 2], pair_hi);
-    u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], pair_lo);
-    u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], pair_hi);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = __builtin_shuffle(u[i], u[i + 4], half_lo);
-    r[i + 4] = __builtin_shuffle(u[i], u[i + 4], half_hi);
-  }
-}
-
 // Input rows [first, first + count) of 8 NCHW planes (planes[l] for lane l; nullptr: a
 // channel past the end, zeros) interleaved into dst[row][column][8]: 8 columns at a time
 // by 8 x 8 transposes.
 GK_INLINE void stage_rows_planar(const DwGeometry& g, const float* const (&planes)[kLanes], int64_t first,
                                  int64_t count, float* dst) {
-  for (int64_t r = 0; r < count; ++r) {
-    const int64_t row = (first + r) * g.iw;
-    float* out = dst + r * g.iw * kLanes;
-    int64_t q = 0;
-    for (; q + 8 <= g.iw; q += 8) {
-      v8 v[8];
-      for (int l = 0; l < 8; ++l) v[l] = planes[l] ? load8(planes[l] + row + q) : v8{};
-      transpose8x8(v);
-      for (int j = 0; j < 8; ++j) store8(out + (q + j) * kLanes, v[j]);
-    }
-    for (; q < g.iw; ++q)
-      for (int l = 0; l < 8; ++l) out[q * kLanes + l] = planes[l] ? planes[l][row + q] : 0.0f;
-  }
+  const float* rows[kLanes];  // rows of a plane are contiguous: the band is one run per lane
+  for (int l = 0; l < kLanes; ++l) rows[l] = planes[l] ? planes[l] + first * g.iw : nullptr;
+  interleave(rows, kLanes, count * g.iw, dst);
 }
 
 // Output column x near the row's ends: each tap checked against them.
@@ -210,20 +178,7 @@ GK_INLINE void compute_rows(const DwGeometry& g, const float* in, int64_t first,
 // The interleaved output band back into NCHW planes (planes[l] for lane l; nullptr: a
 // channel past the end): 8 columns at a time by 8 x 8 transposes.
 GK_INLINE void unstage_band_planar(const DwGeometry& g, const float* band, int64_t rows, float* const (&planes)[kLanes]) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* src = band + r * g.ow * kLanes;
-    int64_t x = 0;
-    for (; x + 8 <= g.ow; x += 8) {
-      v8 v[8];
-      for (int j = 0; j < 8; ++j) v[j] = load8(src + (x + j) * kLanes);
-      transpose8x8(v);
-      for (int l = 0; l < 8; ++l)
-        if (planes[l]) store8(planes[l] + r * g.ow + x, v[l]);
-    }
-    for (; x < g.ow; ++x)
-      for (int l = 0; l < 8; ++l)
-        if (planes[l]) planes[l][r * g.ow + x] = src[x * kLanes + l];
-  }
+  deinterleave(band, kLanes, rows * g.ow, planes);
 }
 
 // Where a channel block's input comes from and its output goes.

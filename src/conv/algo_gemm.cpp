@@ -44,25 +44,16 @@ struct PhaseImage {
 
 void prepare_phase_image(const Shape& s, const PhaseImage& pi, const float* x, float* xs) {
   const gk_conv_desc& d = s.d;
-  for (int64_t c = 0; c < s.icg; ++c) {
+  for (int64_t c = 0; c < s.icg; ++c)
     for (int64_t ihp = 0; ihp < pi.hp; ++ihp) {
       const int64_t ih = ihp - d.pad_top;
-      const bool inside = ih >= 0 && ih < d.in_height;
-      const float* src = x + (c * d.in_height + (inside ? ih : 0)) * d.in_width;
-      for (int64_t ph = 0; ph < pi.sw; ++ph) {
-        float* dst = const_cast<float*>(pi.row(xs, c, ihp, ph));
-        if (!inside) {
-          zero_run(dst, pi.len);
-          continue;
-        }
-        // Element i is input column i * sw + ph - pad_left: inside for i in [lo, hi).
-        const int64_t first = ph - d.pad_left;
-        const int64_t lo = first >= 0 ? 0 : std::min(pi.len, (-first + pi.sw - 1) / pi.sw);
-        const int64_t hi = std::max(lo, std::min(pi.len, (d.in_width - first + pi.sw - 1) / pi.sw));
-        gather_padded(dst, src + first, pi.sw, lo, hi, pi.len);
+      float* dst = const_cast<float*>(pi.row(xs, c, ihp, 0));  // its sw phases, len apart
+      if (ih < 0 || ih >= d.in_height) {
+        zero_run(dst, pi.sw * pi.len);
+      } else {
+        split_phases(pi.sw, x + (c * d.in_height + ih) * d.in_width, d.in_width, d.pad_left, pi.len, dst);
       }
     }
-  }
 }
 
 // Gathers micro-panels of the virtual im2col matrix from a PhaseImage: row k = (c, r, s)
@@ -108,6 +99,59 @@ class Im2colPacker final : public BPacker {
   const float* xs_;
 };
 
+// B micro-panels of a 1x1 convolution's input stored NCHW8: B(channel c, pixel p) is
+// x[(c / 8) * pixels * 8 + p * 8 + c % 8]. Each block of 8 pixels x 8 channels becomes 8
+// channel rows by one 8 x 8 transpose.
+GK_INLINE void pack_blocked_panel(const float* x, int64_t pixels, int64_t k0, int64_t kc, int64_t j0, int64_t cols,
+                                  int nr, float* dst) {
+  for (int64_t k = k0; k < k0 + kc;) {
+    const int64_t lane0 = k % 8, lanes = std::min<int64_t>(8 - lane0, k0 + kc - k);
+    const float* block = x + (k / 8) * pixels * 8;
+    float* rows = dst + (k - k0) * nr;  // row k - k0 + l - lane0 for lane l
+    int64_t j = 0;
+    for (; j + 8 <= cols; j += 8) {
+      v8 v[8];
+      for (int q = 0; q < 8; ++q) v[q] = load8(block + (j0 + j + q) * 8);
+      transpose8x8(v);
+      for (int64_t l = 0; l < lanes; ++l) store8(rows + l * nr + j, v[lane0 + l]);
+    }
+    for (; j < cols; ++j)
+      for (int64_t l = 0; l < lanes; ++l) rows[l * nr + j] = block[(j0 + j) * 8 + lane0 + l];
+    for (int64_t l = 0; l < lanes; ++l) zero_run(rows + l * nr + cols, nr - cols);
+    k += lanes;
+  }
+}
+
+using BlockedPackFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int, float*);
+void pack_blocked_baseline(const float* x, int64_t px, int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
+                           float* dst) {
+  pack_blocked_panel(x, px, k0, kc, j0, cols, nr, dst);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void pack_blocked_avx2(const float* x, int64_t px, int64_t k0, int64_t kc,
+                                                       int64_t j0, int64_t cols, int nr, float* dst) {
+  pack_blocked_panel(x, px, k0, kc, j0, cols, nr, dst);
+}
+#endif
+
+class BlockedImageB final : public BPacker {
+ public:
+  BlockedImageB(const float* x, int64_t pixels, SimdLevel simd) : x_(x), pixels_(pixels), fn_(pack_blocked_baseline) {
+#if defined(__x86_64__)
+    if (simd != SimdLevel::Baseline) fn_ = pack_blocked_avx2;
+#endif
+    (void)simd;
+  }
+  void pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr, float* dst) const override {
+    fn_(x_, pixels_, k0, kc, j0, cols, nr, dst);
+  }
+
+ private:
+  const float* x_;
+  int64_t pixels_;
+  BlockedPackFn fn_;
+};
+
 // The im2col tile (the driver's NC) that keeps a tile's packed panels in half of L2.
 int64_t default_tile(const Shape& s, const KernelConfig& cfg) {
   const int64_t l2 = cpu().l2_bytes >= (64 << 10) ? cpu().l2_bytes : (256 << 10);
@@ -144,8 +188,16 @@ class GemmConv final : public Prepared {
     return 4 * (kc * (s_.ocg <= cfg_.mc ? nr : nc) + image);
   }
 
+  // gemm_1x1 also runs NCHW8 in place (B packed from the blocked input, C tiles stored
+  // blocked), when a tile's rows lie in one channel block (MR divides 8).
+  bool native_layout(gk_layout layout) const override {
+    return layout == GK_LAYOUT_NCHW ||
+           (layout == GK_LAYOUT_NCHW8 && !im2col_ && s_.d.groups == 1 && 8 % cfg_.kernel->mr == 0);
+  }
+
   void run(const float* input, float* output) const override {
     const gk_conv_desc& d = s_.d;
+    if (d.layout != GK_LAYOUT_NCHW && native_layout(d.layout)) return run_blocked(input, output);
     const int64_t in_image = d.in_channels * d.in_height * d.in_width;
     const int64_t out_image = d.out_channels * s_.pixels();
     const int threads = threads_for(2.0 * s_.ocg * s_.pixels() * s_.k_gemm);
@@ -179,6 +231,27 @@ class GemmConv final : public Prepared {
   }
 
  private:
+  // NCHW8 in and out: per image one GEMM, then the padding channels of the last block
+  // zeroed (the layout's convention; the GEMM writes only real rows).
+  void run_blocked(const float* input, float* output) const {
+    const gk_conv_desc& d = s_.d;
+    const int64_t pixels = s_.pixels(), in_blocks = (d.in_channels + 7) / 8, out_blocks = (d.out_channels + 7) / 8;
+    const int threads = threads_for(2.0 * s_.ocg * pixels * s_.k_gemm);
+    for (int64_t n = 0; n < d.batch; ++n) {
+      const BlockedImageB b(input + n * in_blocks * pixels * 8, pixels, cfg_.kernel->simd);
+      float* y = output + n * out_blocks * pixels * 8;
+      GemmProblem p;
+      p.m = s_.ocg, p.n = pixels, p.k = s_.k_gemm, p.alpha = 1.0f, p.beta = 0.0f;
+      p.a = packed_[0].get(), p.b = &b;
+      p.c = y, p.c_block_stride = pixels * 8;
+      p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), 0);
+      gemm_packed(p, cfg_, threads);
+      if (d.out_channels % 8)
+        for (int64_t q = 0; q < pixels; ++q)
+          for (int64_t l = d.out_channels % 8; l < 8; ++l) y[((out_blocks - 1) * pixels + q) * 8 + l] = 0.0f;
+    }
+  }
+
   Shape s_;
   bool im2col_;
   KernelConfig cfg_;  // the kernel the weights were packed for, whatever is active later

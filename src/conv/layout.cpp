@@ -6,6 +6,7 @@
 
 #include "common/runtime.h"
 #include "conv/conv.h"
+#include "conv/vec.h"
 
 namespace gk {
 namespace conv {
@@ -41,6 +42,54 @@ Indexer indexer(gk_layout layout, int64_t c, int64_t h, int64_t w) {
   return {layout, (c + x - 1) / x * x, h, w, x};
 }
 
+// NCHW <-> NCHWx / NHWC, the conversions gk_conv_run makes: per image and channel block,
+// the block's x planes (NHWC: all c) interleaved into one run, or back.
+struct Grouping {
+  int64_t x, blocks;  // channels per interleaved group, groups per image
+};
+bool planar_grouping(gk_layout layout, int64_t c, Grouping* g) {
+  if (layout == GK_LAYOUT_NHWC) {
+    *g = {c, 1};
+    return c <= 64;  // wider rows: the per-element path below is as good
+  }
+  const int64_t x = channel_block(layout);
+  *g = {x, (c + x - 1) / x};
+  return x > 1;
+}
+
+GK_INLINE void convert_planar(const float* src, float* dst, bool to_planar, int64_t n, int64_t c, int64_t hw,
+                              Grouping g, int threads) {
+#pragma omp parallel for collapse(2) num_threads(threads) if (threads > 1)
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t blk = 0; blk < g.blocks; ++blk) {
+      const float* rows_in[64];
+      float* rows_out[64];
+      for (int64_t l = 0; l < g.x; ++l) {
+        const int64_t ch = blk * g.x + l;
+        const int64_t plane = (b * c + ch) * hw;
+        rows_in[l] = ch < c ? (to_planar ? nullptr : src + plane) : nullptr;
+        rows_out[l] = ch < c && to_planar ? dst + plane : nullptr;
+      }
+      const int64_t run = (b * g.blocks + blk) * hw * g.x;
+      if (to_planar) {
+        deinterleave(src + run, g.x, hw, rows_out);
+      } else {
+        interleave(rows_in, g.x, hw, dst + run);
+      }
+    }
+}
+
+void convert_planar_baseline(const float* src, float* dst, bool to_planar, int64_t n, int64_t c, int64_t hw,
+                             Grouping g, int threads) {
+  convert_planar(src, dst, to_planar, n, c, hw, g, threads);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void convert_planar_avx2(const float* src, float* dst, bool to_planar, int64_t n,
+                                                         int64_t c, int64_t hw, Grouping g, int threads) {
+  convert_planar(src, dst, to_planar, n, c, hw, g, threads);
+}
+#endif
+
 }  // namespace
 
 }  // namespace conv
@@ -71,11 +120,24 @@ __attribute__((visibility("default"))) gk_status gk_convert_layout(const float* 
     std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(gk_tensor_size(dst_layout, n, c, h, w)));
     return GK_OK;
   }
+  const int threads = gk::threads_for(8.0 * n * c * h * w);
+  if (threads > 1) gk::note_parallel_region();
+  gk::conv::Grouping g;
+  const bool from_planar = src_layout == GK_LAYOUT_NCHW, to_planar = dst_layout == GK_LAYOUT_NCHW;
+  if ((from_planar && gk::conv::planar_grouping(dst_layout, c, &g)) ||
+      (to_planar && gk::conv::planar_grouping(src_layout, c, &g))) {
+#if defined(__x86_64__)
+    if (gk::active_config().kernel->simd != gk::SimdLevel::Baseline) {
+      gk::conv::convert_planar_avx2(src, dst, to_planar, n, c, h * w, g, threads);
+      return GK_OK;
+    }
+#endif
+    gk::conv::convert_planar_baseline(src, dst, to_planar, n, c, h * w, g, threads);
+    return GK_OK;
+  }
   // Padding channels of an NCHWx destination are zero.
   if (to.c_pad != c)
     std::memset(dst, 0, sizeof(float) * static_cast<size_t>(gk_tensor_size(dst_layout, n, c, h, w)));
-  const int threads = gk::threads_for(8.0 * n * c * h * w);
-  if (threads > 1) gk::note_parallel_region();
 #pragma omp parallel for collapse(2) num_threads(threads) if (threads > 1)
   for (int64_t b = 0; b < n; ++b)
     for (int64_t ch = 0; ch < c; ++ch)

@@ -39,6 +39,62 @@ GK_INLINE void gather_padded(float* dst, const float* src, int64_t stride, int64
   zero_run(dst + hi, n - hi);
 }
 
+// r[i][j] -> r[j][i] for an 8 x 8 block held as 8 vectors.
+GK_INLINE void transpose8x8(v8 (&r)[8]) {
+  const v8i lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
+  const v8i pair_lo = {0, 1, 8, 9, 4, 5, 12, 13}, pair_hi = {2, 3, 10, 11, 6, 7, 14, 15};
+  const v8i half_lo = {0, 1, 2, 3, 8, 9, 10, 11}, half_hi = {4, 5, 6, 7, 12, 13, 14, 15};
+  v8 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shuffle(r[i], r[i + 1], lo);
+    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = __builtin_shuffle(t[i], t[i + 2], pair_lo);
+    u[i + 1] = __builtin_shuffle(t[i], t[i + 2], pair_hi);
+    u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], pair_lo);
+    u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], pair_hi);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = __builtin_shuffle(u[i], u[i + 4], half_lo);
+    r[i + 4] = __builtin_shuffle(u[i], u[i + 4], half_hi);
+  }
+}
+
+// dst[j * x + l] = src[l][j] for j < n, l < x: x runs interleaved into one (NCHW planes
+// into NCHWx or NHWC); src[l] == nullptr gives zeros (padding channels). x == 8 goes by
+// 8 x 8 transposes.
+GK_INLINE void interleave(const float* const* src, int64_t x, int64_t n, float* dst) {
+  int64_t j = 0;
+  if (x == 8) {
+    for (; j + 8 <= n; j += 8) {
+      v8 v[8];
+      for (int l = 0; l < 8; ++l) v[l] = src[l] ? load8(src[l] + j) : v8{};
+      transpose8x8(v);
+      for (int q = 0; q < 8; ++q) store8(dst + (j + q) * 8, v[q]);
+    }
+  }
+  for (; j < n; ++j)
+    for (int64_t l = 0; l < x; ++l) dst[j * x + l] = src[l] ? src[l][j] : 0.0f;
+}
+
+// dst[l][j] = src[j * x + l]: the inverse (dst[l] == nullptr: that run is dropped).
+GK_INLINE void deinterleave(const float* src, int64_t x, int64_t n, float* const* dst) {
+  int64_t j = 0;
+  if (x == 8) {
+    for (; j + 8 <= n; j += 8) {
+      v8 v[8];
+      for (int q = 0; q < 8; ++q) v[q] = load8(src + (j + q) * 8);
+      transpose8x8(v);
+      for (int l = 0; l < 8; ++l)
+        if (dst[l]) store8(dst[l] + j, v[l]);
+    }
+  }
+  for (; j < n; ++j)
+    for (int64_t l = 0; l < x; ++l)
+      if (dst[l]) dst[l][j] = src[j * x + l];
+}
+
 // dst[q * len + i] = row[i * M + q - pad] for q < M, i < len: one input row, zero-padded
 // (pad on the left, zeros past `width`), split into its M column phases (M = 1: a padded
 // copy), so that a stride-M access becomes M contiguous ones. Where all 8 * M inputs of 8

@@ -111,6 +111,10 @@ struct GemmProblem {
   const BPacker* b = nullptr;
   float* c = nullptr;
   int64_t rs_c = 0;
+  // Non-zero: C is stored channel-blocked by 8 rows (a conv output in NCHW8), element
+  // (i, j) at c[(i / 8) * c_block_stride + j * 8 + i % 8], and rs_c is unused. Needs an MR
+  // that divides 8.
+  int64_t c_block_stride = 0;
   Epilogue epilogue;
 };
 
@@ -136,6 +140,13 @@ gk_ukernel_fn kernel_for_columns(const KernelInfo& kernel, int64_t n, int64_t* w
 void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, const float* b, int64_t rs_b, float beta, float* c,
                  int64_t rs_c, const Epilogue* epilogue, int64_t row0, int64_t col0);
+
+// run_ukernel for a C stored channel-blocked by 8 rows (GemmProblem::c_block_stride): the
+// kernel computes a local tile (reading C into it first when beta != 0), which is then
+// stored transposed, MR rows of a column at a time. c is C's element (0, 0).
+void run_ukernel_blocked_c(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, float alpha,
+                           const float* a, const float* b, int64_t rs_b, float beta, float* c,
+                           int64_t block_stride, const Epilogue* epilogue, int64_t row0, int64_t col0);
 
 // Applies the epilogue to an m x n block of C whose top-left is (row0, col0).
 void apply_epilogue(const Epilogue& e, float* c, int64_t rs_c, int64_t m, int64_t n,

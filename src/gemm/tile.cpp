@@ -104,6 +104,77 @@ void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, floa
   if (epilogue && epilogue->active()) apply_epilogue(*epilogue, c, rs_c, m, n, row0, col0);
 }
 
+namespace {
+
+// Stores the m x n corner of a row-stored tile (row stride ts) into a channel-blocked C
+// at base (element (i, j) at base[j * 8 + i]): 4 rows by 4x4 transposes, else one by one.
+GK_INLINE void store_tile_blocked(const float* tile, int64_t ts, int64_t m, int64_t n, float* base) {
+  int64_t j = 0;
+  if (m == 4) {
+    for (; j + 4 <= n; j += 4) {
+      const v4 r0 = load4(tile + j), r1 = load4(tile + ts + j), r2 = load4(tile + 2 * ts + j),
+               r3 = load4(tile + 3 * ts + j);
+      const v4i lo = {0, 4, 1, 5}, hi = {2, 6, 3, 7};
+      const v4 t0 = __builtin_shuffle(r0, r1, lo), t1 = __builtin_shuffle(r0, r1, hi);
+      const v4 t2 = __builtin_shuffle(r2, r3, lo), t3 = __builtin_shuffle(r2, r3, hi);
+      const v4i first = {0, 1, 4, 5}, second = {2, 3, 6, 7};
+      store4(base + j * 8, __builtin_shuffle(t0, t2, first));
+      store4(base + (j + 1) * 8, __builtin_shuffle(t0, t2, second));
+      store4(base + (j + 2) * 8, __builtin_shuffle(t1, t3, first));
+      store4(base + (j + 3) * 8, __builtin_shuffle(t1, t3, second));
+    }
+  }
+  for (; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) base[j * 8 + i] = tile[i * ts + j];
+}
+
+void store_tile_blocked_baseline(const float* t, int64_t ts, int64_t m, int64_t n, float* base) {
+  store_tile_blocked(t, ts, m, n, base);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void store_tile_blocked_avx2(const float* t, int64_t ts, int64_t m, int64_t n,
+                                                             float* base) {
+  store_tile_blocked(t, ts, m, n, base);
+}
+#endif
+
+}  // namespace
+
+void run_ukernel_blocked_c(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, float alpha,
+                           const float* a, const float* b, int64_t rs_b, float beta, float* c,
+                           int64_t block_stride, const Epilogue* epilogue, int64_t row0, int64_t col0) {
+  int64_t tile_cols = 0;
+  const gk_ukernel_fn fn = kernel_for_columns(kernel, n, &tile_cols);
+  const int64_t ts = kernel.nr;
+  alignas(64) float tile[kMaxTileFloats];
+  float* base = c + (row0 / 8) * block_stride + col0 * 8 + row0 % 8;
+  if (beta != 0.0f) {
+    std::fill(tile, tile + kernel.mr * ts, 0.0f);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < m; ++i) tile[i * ts + j] = base[j * 8 + i];
+  }
+  gk_ukernel_args args{a, b, tile, k, rs_b, ts, alpha, beta, nullptr, 0};
+  const bool fused = epilogue && epilogue->active() && kernel.fused_epilogue &&
+                     epilogue->bias_mode != BiasMode::PerColumn;
+  float row_bias[16];  // a partial tile: the kernel reads MR biases, zeros past the last row
+  if (fused) {
+    if (epilogue->bias_mode == BiasMode::PerRow) {
+      args.row_bias = epilogue->bias + row0;
+      if (m < kernel.mr) {
+        for (int64_t i = 0; i < kernel.mr; ++i) row_bias[i] = i < m ? epilogue->bias[row0 + i] : 0.0f;
+        args.row_bias = row_bias;
+      }
+    }
+    args.activation = static_cast<int32_t>(epilogue->act);
+  }
+  fn(&args);
+  if (epilogue && epilogue->active() && !fused) apply_epilogue(*epilogue, tile, ts, m, n, row0, col0);
+#if defined(__x86_64__)
+  if (kernel.simd != SimdLevel::Baseline) return store_tile_blocked_avx2(tile, ts, m, n, base);
+#endif
+  store_tile_blocked_baseline(tile, ts, m, n, base);
+}
+
 void scale_c(float beta, float* c, int64_t rs_c, int64_t m, int64_t n, const Epilogue& e) {
   for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * rs_c;
