@@ -103,7 +103,8 @@ class ScopedEnv {
 // Blocks of one micro-panel of tiles and channel blocks of 16, forced through the
 // blocking overrides: many tile blocks with the last panel at every width up to two
 // panels (narrow kernels, zeroed tail columns), and channel blocks accumulating into M
-// (17 and 40 channels: a short last block, balanced blocks).
+// (17 and 40 channels: a short last block, balanced blocks); every other case in NCHW8,
+// which runs in place (transforms over channels, M stored channel-blocked).
 TEST(Winograd, ForcedTileAndChannelBlocks) {
   const ScopedEnv tiles("GEMMKIT_WINOGRAD_TILES", "1"), channels("GEMMKIT_WINOGRAD_IC_BLOCK", "16");
   std::vector<int64_t> counts;
@@ -116,7 +117,9 @@ TEST(Winograd, ForcedTileAndChannelBlocks) {
       // One tile row of t tiles, or for even t two rows of t / 2.
       const int64_t rows = t % 2 == 0 ? 2 : 1;
       gk_conv_desc d = desc3x3(1, ic, rows * v.m, t / rows * v.m - i % 2, 5 + i % 5, 1);
-      SCOPED_TRACE("F" + std::to_string(v.m) + " tiles " + std::to_string(t) + " ic " + std::to_string(ic));
+      if (i % 2) d.layout = GK_LAYOUT_NCHW8, d.out_channels += 6;  // in place, several channel blocks
+      SCOPED_TRACE("F" + std::to_string(v.m) + " tiles " + std::to_string(t) + " ic " + std::to_string(ic) +
+                   " layout " + std::to_string(int(d.layout)));
       gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, uint32_t(i)), v.algo, 0, v.bound);
       ++i;
     }
@@ -136,14 +139,16 @@ TEST(Winograd, PaddingsOnWideRows) {
 }
 
 // Fewer tile blocks than threads (a 7x7 output): the two threads split the output
-// channels, each transforming the input itself; batch 2.
+// channels, each transforming the input itself; batch 2; NCHW and NCHW8 (whole blocks).
 TEST(Winograd, ThreadsSplitOutputChannels) {
   gk_set_num_threads(2);
-  for (const Variant& v : kVariants) {
-    const gk_conv_desc d = desc3x3(2, 256, 7, 7, 44, 1);
-    SCOPED_TRACE("F" + std::to_string(v.m));
-    gktest::check_conv(gktest::make_conv_case(d, true, 77), v.algo, gktest::quick() ? 200 : 0, v.bound);
-  }
+  for (const Variant& v : kVariants)
+    for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8}) {
+      gk_conv_desc d = desc3x3(2, 256, 7, 7, 44, 1);
+      d.layout = layout;
+      SCOPED_TRACE("F" + std::to_string(v.m) + " layout " + std::to_string(int(layout)));
+      gktest::check_conv(gktest::make_conv_case(d, true, 77), v.algo, gktest::quick() ? 200 : 0, v.bound);
+    }
   gk_set_num_threads(0);
 }
 

@@ -202,12 +202,74 @@ GK_INLINE void output_tile8(const float* mt, int64_t xi_stride, int lanes, float
   }
 }
 
+// NCHW8: the transforms vectorized over the 8 channels of a block instead of over tiles.
+
+// V = B^T d B for `count` (<= 8) tiles of one channel block: tiles[q] is tile q's top-left
+// in the padded NCHW8 image (row stride `row` floats, 8 channels per pixel). Computed per
+// tile with vectors over channels, then turned by one 8 x 8 transpose per xi into the
+// packed-B order: channel l's row of tiles at v + xi * xi_stride + l * row_stride, the
+// first `channels` channels and `count` tiles written.
+template <int M>
+GK_INLINE void input_tiles_blocked(const float* const* tiles, int count, int64_t row, int channels, float* v,
+                                   int64_t row_stride, int64_t xi_stride) {
+  constexpr int A = M + 2;
+  alignas(32) float tmp[A * A][8][8];  // [xi][tile][channel]
+  for (int q = 0; q < 8; ++q) {
+    if (q >= count) {
+      for (int xi = 0; xi < A * A; ++xi) store8(tmp[xi][q], v8{});
+      continue;
+    }
+    v8 d[A][A], t[A][A];
+    for (int k = 0; k < A; ++k)
+      for (int j = 0; j < A; ++j) d[k][j] = load8(tiles[q] + k * row + j * 8);
+    left_multiply<InputMatrix<M>, A>(d, t);
+    for (int i = 0; i < A; ++i) right_multiply_store<InputMatrix<M>, A>(t[i], tmp[i * A][q], 64, 8);
+  }
+  for (int xi = 0; xi < A * A; ++xi) {
+    v8 r[8];
+    for (int q = 0; q < 8; ++q) r[q] = load8(tmp[xi][q]);
+    transpose8x8(r);
+    for (int l = 0; l < channels; ++l) {
+      float* dst = v + xi * xi_stride + l * row_stride;
+      if (count == 8) {
+        store8(dst, r[l]);
+      } else {
+        for (int q = 0; q < count; ++q) dst[q] = r[l][q];
+      }
+    }
+  }
+}
+
+// Y = A^T M A for one tile of 8 channels (M[xi] at mt + xi * xi_stride, one vector over
+// the channels), + bias, activation, stored as NCHW8 pixels (row stride `row` floats),
+// only inside [0, oh_n) x [0, ow_n).
+template <int M>
+GK_INLINE void output_tile_blocked(const float* mt, int64_t xi_stride, const float* bias, gk_activation act,
+                                   float* out, int64_t row, int64_t oh_n, int64_t ow_n) {
+  constexpr int A = M + 2;
+  v8 m[A][A], t[A][A], y[A][A];
+  for (int k = 0; k < A; ++k)
+    for (int j = 0; j < A; ++j) m[k][j] = load8(mt + (k * A + j) * xi_stride);
+  left_multiply<OutputMatrix<M>, M>(m, t);
+  right_multiply<OutputMatrix<M>, M>(t, M, y);
+  const v8 zero = {}, six = zero + 6.0f, b = load8(bias);
+  for (int i = 0; i < M && i < oh_n; ++i)
+    for (int j = 0; j < M && j < ow_n; ++j) {
+      v8 s = y[i][j] + b;
+      if (act != GK_ACT_NONE) s = s > zero ? s : zero;
+      if (act == GK_ACT_RELU6) s = s < six ? s : six;
+      store8(out + i * row + j * 8, s);
+    }
+}
+
 // The transforms compiled for AVX2 (x86-64 with AVX2) and for the baseline (SSE, NEON).
 template <int M>
 struct TransformFns {
   void (*in)(const float*, int64_t, int, float*, int64_t);
   void (*out)(const float*, int64_t, int, float, gk_activation, float*, int64_t, int64_t, int64_t);
   void (*split)(const float*, int64_t, int64_t, int64_t, float*);
+  void (*in_blocked)(const float* const*, int, int64_t, int, float*, int64_t, int64_t);
+  void (*out_blocked)(const float*, int64_t, const float*, gk_activation, float*, int64_t, int64_t, int64_t);
 };
 template <int M>
 void input_baseline(const float* b, int64_t len, int lanes, float* v, int64_t st) {
@@ -219,10 +281,31 @@ void output_baseline(const float* mt, int64_t st, int lanes, float bias, gk_acti
   output_tile8<M>(mt, st, lanes, bias, act, out, row, oh_n, ow_n);
 }
 template <int M>
+void in_blocked_baseline(const float* const* tiles, int count, int64_t row, int channels, float* v, int64_t rs,
+                         int64_t xs) {
+  input_tiles_blocked<M>(tiles, count, row, channels, v, rs, xs);
+}
+template <int M>
+void out_blocked_baseline(const float* mt, int64_t xs, const float* bias, gk_activation act, float* out, int64_t row,
+                          int64_t oh_n, int64_t ow_n) {
+  output_tile_blocked<M>(mt, xs, bias, act, out, row, oh_n, ow_n);
+}
+template <int M>
 void split_baseline(const float* row, int64_t width, int64_t pad, int64_t len, float* dst) {
   split_phases<M>(row, width, pad, len, dst);
 }
 #if defined(__x86_64__)
+template <int M>
+__attribute__((target("avx2,fma"))) void in_blocked_avx2(const float* const* tiles, int count, int64_t row,
+                                                         int channels, float* v, int64_t rs, int64_t xs) {
+  input_tiles_blocked<M>(tiles, count, row, channels, v, rs, xs);
+}
+template <int M>
+__attribute__((target("avx2,fma"))) void out_blocked_avx2(const float* mt, int64_t xs, const float* bias,
+                                                          gk_activation act, float* out, int64_t row, int64_t oh_n,
+                                                          int64_t ow_n) {
+  output_tile_blocked<M>(mt, xs, bias, act, out, row, oh_n, ow_n);
+}
 template <int M>
 __attribute__((target("avx2,fma"))) void split_avx2(const float* row, int64_t width, int64_t pad, int64_t len,
                                                     float* dst) {
@@ -243,9 +326,9 @@ __attribute__((target("avx2,fma"))) void output_avx2(const float* mt, int64_t st
 template <int M>
 TransformFns<M> transform_fns() {
 #if defined(__x86_64__)
-  if (active_config().kernel->simd != SimdLevel::Baseline) return {input_avx2<M>, output_avx2<M>, split_avx2<M>};
+  if (active_config().kernel->simd != SimdLevel::Baseline) return {input_avx2<M>, output_avx2<M>, split_avx2<M>, in_blocked_avx2<M>, out_blocked_avx2<M>};
 #endif
-  return {input_baseline<M>, output_baseline<M>, split_baseline<M>};
+  return {input_baseline<M>, output_baseline<M>, split_baseline<M>, in_blocked_baseline<M>, out_blocked_baseline<M>};
 }
 
 // ---- Blocking -----------------------------------------------------------------------
@@ -341,6 +424,10 @@ class WinogradConv final : public Prepared {
     hp_ = th_ * M + 2, len_ = tw_ + 1 + 8;
     fns_ = transform_fns<M>();
     blocking_ = blocking<M>(s, cfg_, nr_tiles);
+    // NCHW8: the padded image of tile rows and columns, and the bias per 8-channel block.
+    hb_ = th_ * M + 2, wb_ = tw_ * M + 2;
+    bias_blocked_.assign(size_t(round_up(oc, 8)), 0.0f);
+    if (bias) std::copy(bias, bias + oc, bias_blocked_.begin());
   }
   bool ok() const {
     for (const auto& p : packed_)
@@ -353,34 +440,48 @@ class WinogradConv final : public Prepared {
     return 4 * (padded_floats() + v_floats() + m_floats(s_.d.out_channels));
   }
 
+  // NCHW8 runs in place: transforms vectorized over the channels of a block, M stored
+  // channel-blocked (so the output transform reads one vector per xi), when a kernel
+  // tile's rows lie in one channel block (MR divides 8).
+  bool native_layout(gk_layout layout) const override {
+    return layout == GK_LAYOUT_NCHW || (layout == GK_LAYOUT_NCHW8 && 8 % mr_ == 0);
+  }
+
   void run(const float* input, float* output) const override {
     const gk_conv_desc& d = s_.d;
-    const int64_t ic = d.in_channels, oc = d.out_channels;
+    const bool blocked = d.layout != GK_LAYOUT_NCHW && native_layout(d.layout);  // else NCHW copies
+    const int64_t oc = d.out_channels;
+    const int64_t in_image = (blocked ? round_up(d.in_channels, 8) : d.in_channels) * d.in_height * d.in_width;
+    const int64_t out_image = (blocked ? round_up(oc, 8) : oc) * s_.pixels();
     float* padded = scratch(ScratchSlot::ConvImage, padded_floats());
     if (!padded) out_of_memory();
     const int threads = threads_for(s_.flops() / 4);
     if (threads > 1) note_parallel_region();
     PhaseTimes* sink = threads == 1 ? g_phase_sink : nullptr;
-    const int64_t blocks = block_count(threads);
-    const ThreadGrid grid = choose_grid(threads, blocks, ceil_div(oc, mr_));
+    const int64_t blocks = block_count(threads), unit = channel_unit(blocked);
+    const ThreadGrid grid = choose_grid(threads, blocks, ceil_div(oc, unit));
     for (int64_t n = 0; n < d.batch; ++n) {
-      const float* x = input + n * ic * d.in_height * d.in_width;
-      float* y = output + n * oc * s_.pixels();
+      const float* x = input + n * in_image;
+      float* y = output + n * out_image;
       PhaseClock clock(sink);
-      pad_image(x, padded, threads);
+      if (blocked) {
+        pad_blocked(x, padded, threads);
+      } else {
+        pad_image(x, padded, threads);
+      }
       clock.lap(&PhaseTimes::input_s);
 #pragma omp parallel num_threads(threads) if (threads > 1)
       {
         const int tid = omp_get_thread_num();
         const Range mine = share(blocks, tid / grid.wn, grid.wm, 1, blocks);
-        const Range channels = share(ceil_div(oc, mr_), tid % grid.wn, grid.wn, mr_, oc);
+        const Range channels = share(ceil_div(oc, unit), tid % grid.wn, grid.wn, unit, oc);
         if (mine.begin < mine.end && channels.begin < channels.end) {
           float* v = scratch(ScratchSlot::WinogradV, v_floats());
           float* m = scratch(ScratchSlot::WinogradM, m_floats(channels.end - channels.begin));
           if (!v || !m) out_of_memory();
           for (int64_t b = mine.begin; b < mine.end; ++b) {
             const Range tiles = block_tiles(b, blocks);
-            run_block(padded, tiles, channels, v, m, y, sink);
+            run_block(padded, tiles, channels, v, m, y, blocked, sink);
           }
         }
       }
@@ -392,10 +493,16 @@ class WinogradConv final : public Prepared {
     std::fprintf(stderr, "gemmkit: out of memory for the Winograd workspace\n");
     std::abort();
   }
-  int64_t padded_floats() const { return s_.d.in_channels * hp_ * M * len_; }
+  int64_t padded_floats() const {
+    return std::max(s_.d.in_channels * hp_ * M * len_, round_up(s_.d.in_channels, 8) * hb_ * wb_);
+  }
   // + 8: transforms read and write whole vectors past a block's last tile.
-  int64_t v_floats() const { return A * A * blocking_.channels * blocking_.tiles + 8; }
-  int64_t m_floats(int64_t channels) const { return A * A * round_up(channels, mr_) * blocking_.tiles + 8; }
+  int64_t v_floats() const { return A * A * round_up(blocking_.channels, 8) * blocking_.tiles + 8; }
+  // M's rows: whole kernel tiles (MR), and in NCHW8 whole channel blocks.
+  int64_t m_rows(int64_t channels) const { return std::max(round_up(channels, mr_), round_up(channels, 8)); }
+  int64_t m_floats(int64_t channels) const { return A * A * m_rows(channels) * blocking_.tiles + 8; }
+  // Output channels are shared between threads in whole kernel tiles, in NCHW8 whole blocks.
+  int64_t channel_unit(bool blocked) const { return blocked ? 8 : mr_; }
 
   // Blocks of at most nb tiles; with several threads, a multiple of the thread count when
   // that costs at most one extra weight stream per thread, so no thread idles.
@@ -424,18 +531,124 @@ class WinogradConv final : public Prepared {
 
   // One block of tiles for output channels [channels.begin, channels.end): the channel
   // blocks' transforms and GEMMs into M, then the output transform.
-  void run_block(const float* padded, Range tiles, Range channels, float* v, float* m, float* y,
+  void run_block(const float* padded, Range tiles, Range channels, float* v, float* m, float* y, bool blocked,
                  PhaseTimes* sink) const {
     const int64_t count = tiles.end - tiles.begin, width = round_up(count, nr_);
     PhaseClock clock(sink);
-    for_each_balanced_block(s_.d.in_channels, blocking_.channels, 1, [&](int64_t ic0, int64_t icn) {
-      transform_input(padded, tiles.begin, count, width, ic0, icn, v);
+    // NCHW8: channel blocks in whole 8-channel blocks.
+    for_each_balanced_block(s_.d.in_channels, blocking_.channels, blocked ? 8 : 1, [&](int64_t ic0, int64_t icn) {
+      if (blocked) {
+        transform_input_blocked(padded, tiles.begin, count, width, ic0, icn, v);
+      } else {
+        transform_input(padded, tiles.begin, count, width, ic0, icn, v);
+      }
       clock.lap(&PhaseTimes::input_s);
-      multiply(v, count, width, ic0, icn, channels, m);
+      if (blocked) {
+        multiply_blocked(v, count, width, ic0, icn, channels, m);
+      } else {
+        multiply(v, count, width, ic0, icn, channels, m);
+      }
       clock.lap(&PhaseTimes::gemm_s);
     });
-    transform_output(m, tiles.begin, count, width, channels, y);
+    if (blocked) {
+      transform_output_blocked(m, tiles.begin, count, width, channels, y);
+    } else {
+      transform_output(m, tiles.begin, count, width, channels, y);
+    }
     clock.lap(&PhaseTimes::output_s);
+  }
+
+  // The last panel's columns past the block's tiles are computed too (their M columns
+  // are never read): zeros there keep stale bits (denormals, NaN) out of the kernel.
+  void zero_panel_tail(int64_t count, int64_t width, int64_t icn, float* v) const {
+    const int64_t used = count - (width - nr_);
+    if (used < nr_)
+      for (int64_t xi = 0; xi < A * A; ++xi)
+        for (int64_t c = 0; c < icn; ++c) zero_run(v + xi * icn * width + (width - nr_) * icn + c * nr_ + used, nr_ - used);
+  }
+
+  // NCHW8: V as transform_input writes it, from the padded blocked image, 8 channels by 8
+  // tiles at a time (groups of consecutive tiles inside one panel).
+  void transform_input_blocked(const float* padded, int64_t t0, int64_t count, int64_t width, int64_t ic0,
+                               int64_t icn, float* v) const {
+    const int64_t xi_stride = icn * width, row = wb_ * 8;
+    for (int64_t c = 0; c < icn; c += 8) {
+      const float* plane = padded + (ic0 + c) / 8 * hb_ * row;
+      for (int64_t pos = 0; pos < count;) {
+        const int count8 = int(std::min<int64_t>({8, count - pos, nr_ - pos % nr_}));
+        const float* tiles[8];
+        for (int q = 0; q < count8; ++q) {
+          const int64_t ty = (t0 + pos + q) / tw_, tx = (t0 + pos + q) % tw_;
+          tiles[q] = plane + ty * M * row + tx * M * 8;
+        }
+        fns_.in_blocked(tiles, count8, row, int(std::min<int64_t>(8, icn - c)),
+                        v + (pos / nr_) * icn * nr_ + c * nr_ + pos % nr_, nr_, xi_stride);
+        pos += count8;
+      }
+    }
+    zero_panel_tail(count, width, icn, v);
+  }
+
+  // NCHW8: M[xi] (+)= U[xi] V[xi] stored channel-blocked, element (o, t) of M[xi] at
+  // m + xi * xi_m + (o / 8) * width * 8 + t * 8 + o % 8, so the output transform loads one
+  // vector of 8 channels per xi. Rows past the last channel are zeroed (the padding
+  // channels of the output come out zero).
+  void multiply_blocked(const float* v, int64_t count, int64_t width, int64_t ic0, int64_t icn, Range channels,
+                        float* m) const {
+    const KernelInfo& ker = *cfg_.kernel;
+    const int64_t ocs = channels.end - channels.begin, xi_m = m_rows(ocs) * width;
+    const float beta = ic0 == 0 ? 0.0f : 1.0f;
+    for (int xi = 0; xi < A * A; ++xi) {
+      const PackedA& u = *packed_[size_t(xi)];
+      for (int64_t p = 0; p * nr_ < count; ++p) {
+        const int64_t cols = std::min(nr_, count - p * nr_);
+        for (int64_t r = 0; r < ocs; r += mr_)
+          run_ukernel_blocked_c(ker, std::min(mr_, ocs - r), cols, icn, 1.0f,
+                                u.panel(channels.begin + r, mr_, ic0, icn, int(mr_), nullptr),
+                                v + xi * icn * width + p * icn * nr_, nr_, beta, m + xi * xi_m, width * 8, nullptr,
+                                r, p * nr_);
+      }
+      if (ocs % 8)
+        for (int64_t t = 0; t < count; ++t)
+          for (int64_t l = ocs % 8; l < 8; ++l) m[xi * xi_m + (ocs / 8) * width * 8 + t * 8 + l] = 0.0f;
+    }
+  }
+
+  void transform_output_blocked(const float* m, int64_t t0, int64_t count, int64_t width, Range channels,
+                                float* y) const {
+    const gk_conv_desc& d = s_.d;
+    const int64_t xi_m = m_rows(channels.end - channels.begin) * width, row = s_.ow * 8;
+    for (int64_t o = channels.begin; o < channels.end; o += 8) {
+      const float* mb = m + (o - channels.begin) / 8 * width * 8;
+      float* plane = y + o / 8 * s_.oh * row;
+      for (int64_t pos = 0; pos < count; ++pos) {
+        const int64_t ty = (t0 + pos) / tw_, tx = (t0 + pos) % tw_;
+        fns_.out_blocked(mb + pos * 8, xi_m, &bias_blocked_[size_t(o)], d.activation,
+                         plane + ty * M * row + tx * M * 8, row, s_.oh - ty * M, s_.ow - tx * M);
+      }
+    }
+  }
+
+  // NCHW8: each channel block's image zero-padded to the tile grid plus the 2-pixel halo
+  // (hb_ x wb_ pixels of 8 channels), so every tile reads inside.
+  void pad_blocked(const float* x, float* padded, int threads) const {
+    const gk_conv_desc& d = s_.d;
+    const int64_t blocks = ceil_div(d.in_channels, 8);
+    const int64_t lo = std::min(wb_, d.pad_left), hi = std::max(lo, std::min(wb_, d.pad_left + d.in_width));
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+    for (int64_t cb = 0; cb < blocks; ++cb)
+      for (int64_t r = 0; r < hb_; ++r) {
+        const int64_t ih = r - d.pad_top;
+        float* dst = padded + (cb * hb_ + r) * wb_ * 8;
+        if (ih < 0 || ih >= d.in_height) {
+          zero_run(dst, wb_ * 8);
+          continue;
+        }
+        const float* src = x + (cb * d.in_height + ih) * d.in_width * 8;
+        zero_run(dst, lo * 8);
+        copy_run(dst + lo * 8, src + (lo - d.pad_left) * 8, (hi - lo) * 8);
+        zero_run(dst + hi * 8, (wb_ - hi) * 8);
+      }
   }
 
   // V for channels [ic0, ic0 + icn): V[xi] at v + xi * icn * width, panel p (tiles
@@ -456,12 +669,7 @@ class WinogradConv final : public Prepared {
                 v + (pos / nr_) * icn * nr_ + c * nr_ + pos % nr_, xi_stride);
       });
     }
-    // The last panel's columns past the block's tiles are computed too (their M columns
-    // are never read): zeros there keep stale bits (denormals, NaN) out of the kernel.
-    const int64_t used = count - (width - nr_);
-    if (used < nr_)
-      for (int64_t xi = 0; xi < A * A; ++xi)
-        for (int64_t c = 0; c < icn; ++c) zero_run(v + xi * xi_stride + (width - nr_) * icn + c * nr_ + used, nr_ - used);
+    zero_panel_tail(count, width, icn, v);
   }
 
   // M[xi] (+)= U[xi] V[xi] for output channels `channels`: micro-kernel calls on the
@@ -522,10 +730,10 @@ class WinogradConv final : public Prepared {
   Shape s_;
   KernelConfig cfg_;
   int64_t mr_, nr_;
-  std::vector<float> bias_;
+  std::vector<float> bias_, bias_blocked_;
   std::vector<std::unique_ptr<PackedA>> packed_;
   TransformFns<M> fns_;
-  int64_t th_, tw_, hp_, len_;
+  int64_t th_, tw_, hp_, len_, hb_, wb_;
   Blocking blocking_;
 };
 
