@@ -398,12 +398,13 @@ int main(int argc, char** argv) {
         << "- gemmkit: " << gk_config_string() << "\n- OpenBLAS: " << ob.description
         << "\n- totals are sums over a network's conv layers (layer time x count), medians of " << rounds
         << " interleaved rounds\n\n"
-        << "| network | threads | gemmkit AUTO ms | gemmkit FASTRUN ms (profiling s) | gemmkit AUTO NCHW8 ms | im2col+OpenBLAS ms | oneDNN NCHW ms | oneDNN blocked ms | AUTO speedup vs im2col+OpenBLAS | AUTO / oneDNN blocked | FASTRUN / oneDNN blocked | NCHW8 / oneDNN blocked | largest im2col matrix vs gemmkit workspace |\n"
-        << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        << "- AUTO without Winograd: AUTO's time per layer, with im2col_gemm's (timed in the same rounds) where AUTO picks a Winograd variant\n\n"
+        << "| network | threads | gemmkit AUTO ms | gemmkit FASTRUN ms (profiling s) | gemmkit AUTO NCHW8 ms | AUTO without Winograd ms | im2col+OpenBLAS ms | oneDNN NCHW ms | oneDNN blocked ms | AUTO speedup vs im2col+OpenBLAS | without Winograd: speedup vs im2col+OpenBLAS | AUTO / oneDNN blocked | without Winograd / oneDNN blocked | FASTRUN / oneDNN blocked | NCHW8 / oneDNN blocked | largest im2col matrix vs gemmkit workspace |\n"
+        << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   rows << "\n## Per layer (ms, median)\n\n| network | layer | threads | AUTO algorithm | gemmkit AUTO | FASTRUN choice | gemmkit FASTRUN | gemmkit NCHW8 | im2col+OpenBLAS | oneDNN NCHW | oneDNN blocked (impl) | AUTO GFLOP/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& net : nets) {
     for (int t : thread_counts) {
-      double total[kNumLibs] = {}, profiling = 0;
+      double total[kNumLibs] = {}, profiling = 0, no_winograd = 0;
       int64_t max_full = 0, max_ws = 0;
       for (size_t i = 0; i < layers.size(); ++i) {
         const Layer& l = layers[i];
@@ -417,6 +418,10 @@ int main(int argc, char** argv) {
               << l.flops() / (ms[li] * 1e6) << ',' << gk_conv_plan_algo_name(setups[i].plan) << ','
               << gk_conv_plan_workspace_size(setups[i].plan) << ',' << setups[i].caffe->workspace_bytes() << '\n';
         }
+        const bool auto_winograd = std::string(gk_conv_plan_algo_name(setups[i].plan)).rfind("winograd", 0) == 0;
+        no_winograd += (auto_winograd && setups[i].forced[kNumForced - 1]
+                            ? median(samples[point_name(l, t, kForced[kNumForced - 1].lib)]) * 1e3
+                            : ms[0]) * l.count;
         max_full = std::max(max_full, setups[i].caffe->workspace_bytes());
         max_ws = std::max(max_ws, gk_conv_plan_workspace_size(setups[i].plan));
         char row[640];
@@ -428,9 +433,10 @@ int main(int argc, char** argv) {
       }
       char line[640];
       std::snprintf(line, sizeof line,
-                    "| %s | %d | %.1f | %.1f (%.2f s) | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2f | %.2f | %.2f | %.1f MiB vs %.0f KiB |\n",
-                    net.c_str(), t, total[0], total[4], profiling, total[5], total[1], total[2], total[3],
-                    total[1] / total[0], total[0] / total[3], total[4] / total[3], total[5] / total[3], max_full / 1048576.0,
+                    "| %s | %d | %.1f | %.1f (%.2f s) | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.2f | %.2f | %.2f | %.2f | %.1f MiB vs %.0f KiB |\n",
+                    net.c_str(), t, total[0], total[4], profiling, total[5], no_winograd, total[1], total[2], total[3],
+                    total[1] / total[0], total[1] / no_winograd, total[0] / total[3], no_winograd / total[3],
+                    total[4] / total[3], total[5] / total[3], max_full / 1048576.0,
                     max_ws / 1024.0);
       table << line;
     }
