@@ -155,6 +155,20 @@ TEST_F(FastRun, BudgetStopsProfilingAndSlowCandidatesAreCutEarly) {
   EXPECT_EQ(cut.calls[names[1]], 2);  // warm-up and one timed run
 }
 
+// A candidate much shorter than a timed sample (1 ms) is timed over batches of runs:
+// 0.1 ms per run gives samples of 10 runs; a 2 ms one is still timed run by run.
+TEST_F(FastRun, ShortCandidatesAreTimedInBatches) {
+  const gk_conv_desc d = layer();
+  const std::vector<std::string> names = candidate_names(d);
+  FakeClock clock;
+  clock.durations[names[0]] = 2e-3;
+  clock.durations[names[1]] = 1e-4;  // the fastest: wins
+  clock.install();
+  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), names[1]);
+  EXPECT_EQ(clock.calls[names[0]], 4);            // warm-up and three timed runs
+  EXPECT_EQ(clock.calls[names[1]], 1 + 3 * 10);  // warm-up and three samples of 10 runs
+}
+
 TEST_F(FastRun, HighAccuracyFlagExcludesLossyCandidates) {
   gk_conv_desc d = layer();
   d.flags = GK_CONV_FLAG_HIGH_ACCURACY;

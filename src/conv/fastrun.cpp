@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <atomic>
 #include <chrono>
@@ -41,6 +42,7 @@ constexpr const char* kHeader = "gemmkit-fastrun 1";
 constexpr size_t kMaxToken = 512;
 constexpr long kMaxFileBytes = 16L << 20;
 constexpr double kSwitchMargin = 0.95;  // a new best must be at least 5% faster
+constexpr double kSampleSeconds = 1e-3;  // a timed sample batches runs up to about this
 
 bool valid_token(const std::string& t) {
   if (t.empty() || t.size() > kMaxToken) return false;
@@ -230,12 +232,18 @@ Choice profile_and_choose(const Shape& s, const std::vector<Candidate>& cands, c
     }
     std::unique_ptr<Prepared> p = cands[i].algorithm->prepare(s, weights, bias, cands[i].tuning);
     if (!p) continue;
+    const double warm_start = now();
     run(cands[i], *p);  // warm-up: caches, page faults, the thread pool
+    // A sample is a batch of runs lasting about kSampleSeconds: one run of a 20-100 us
+    // layer is at the mercy of a single interruption (it made FASTRUN pick worse than AUTO
+    // on MobileNetV2 at 2 threads).
+    // (+ 0.999: a ceiling that tolerates rounding in the clock, 10.0000001 runs is 10.)
+    const int reps = int(std::clamp(kSampleSeconds / std::max(now() - warm_start, 1e-9) + 0.999, 1.0, 32.0));
     std::vector<double> times;
     for (int r = 0; r < 3; ++r) {
       const double t0 = now();
-      run(cands[i], *p);
-      times.push_back(now() - t0);
+      for (int k = 0; k < reps; ++k) run(cands[i], *p);
+      times.push_back((now() - t0) / reps);
       if (best.prepared && times.back() > 1.5 * best_time) break;  // clearly slower: cut
     }
     const double t = median(times);
