@@ -52,8 +52,7 @@ gk_conv_desc random_desc(std::mt19937& rng) {
 bool expect_usable(gk_conv_algo algo, const gk_conv_desc& d) {
   switch (algo) {
     case GK_CONV_ALGO_GEMM_1X1:
-      return d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 &&
-             !d.pad_top && !d.pad_bottom && !d.pad_left && !d.pad_right;
+      return d.kernel_h == 1 && d.kernel_w == 1 && !d.pad_top && !d.pad_bottom && !d.pad_left && !d.pad_right;
     case GK_CONV_ALGO_DEPTHWISE: return d.groups == d.in_channels;
     default: return true;
   }
@@ -126,7 +125,7 @@ TEST(Conv, EveryNetworkLayerWithDefaultAlgorithm) {
     const std::string algo = gktest::check_conv(c, GK_CONV_ALGO_AUTO, 300);
     if (d.groups == d.in_channels) {
       EXPECT_EQ(algo, "depthwise");
-    } else if (d.kernel_h == 1 && d.stride_h == 1 && d.pad_top == 0) {
+    } else if (d.kernel_h == 1 && d.pad_top == 0) {
       EXPECT_EQ(algo, "gemm_1x1");
     } else if (d.kernel_h == 3 && d.stride_h == 1 && d.groups == 1 &&
                std::min(d.in_channels, d.out_channels) >= 16 && ((c.oh + 1) / 2) * ((c.ow + 1) / 2) >= 16) {
@@ -179,12 +178,13 @@ TEST(Conv, DepthwiseBothVectorizations) {
 }
 
 // gemm_1x1 in NCHW8 runs in place (B packed from the blocked input, C tiles stored
-// blocked): channels past the KC block (the C tiles accumulate, beta = 1), output channels
+// blocked), strided ones from a subsampled copy: channels past the KC block (the C tiles accumulate, beta = 1), output channels
 // past the MC block and not a multiple of MR or 8, pixel counts not a multiple of 8, batch
 // 2, 1 and 2 threads; padding channels of the output stay zero (checked).
 TEST(Conv, Gemm1x1BlockedInPlace) {
   struct Case { int64_t batch, c, h, w, k; };
   const Case cases[] = {{2, 20, 5, 7, 13}, {1, 400, 7, 9, 203}, {1, 8, 3, 3, 8}, {2, 33, 11, 6, 64}};
+  const int64_t strides[][2] = {{1, 1}, {2, 2}, {1, 1}, {2, 3}};  // strided: the subsampled copy
   int i = 0;
   for (int threads : {1, 2}) {
     gk_set_num_threads(threads);
@@ -194,6 +194,7 @@ TEST(Conv, Gemm1x1BlockedInPlace) {
       gk_conv_desc_init(&d);
       d.batch = k.batch, d.in_channels = k.c, d.in_height = k.h, d.in_width = k.w, d.out_channels = k.k;
       d.kernel_h = d.kernel_w = 1;
+      d.stride_h = strides[&k - cases][0], d.stride_w = strides[&k - cases][1];
       d.layout = GK_LAYOUT_NCHW8;
       d.activation = gk_activation(i % 3);
       SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));

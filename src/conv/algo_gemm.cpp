@@ -2,7 +2,8 @@
 //   Y[oc, pixel] = W[oc, (ic, r, s)] * X'[(ic, r, s), pixel]    (M = ocg, K = icg*R*S, N = OH*OW)
 // with W packed once at plan time into the kernel's A micro-panels, and bias + activation
 // applied by the GEMM epilogue as each C tile is stored.
-//  - gemm_1x1: a 1x1, stride-1, unpadded conv reads X' = the image itself (no copy).
+//  - gemm_1x1: a 1x1 unpadded conv reads X' = the image itself (no copy); with a stride, the
+//    strided pixels gathered into a compact image first (ResNet's downsampling 1x1s).
 //  - im2col_gemm: X' is never built. The driver asks for kc x NR micro-panels and an
 //    Im2colPacker gathers each one straight from the image. The oh*ow dimension is tiled by
 //    the driver's NC block: a tile of T pixels packs to KC x T floats, and T is chosen so
@@ -18,6 +19,7 @@
 #include "common/runtime.h"
 #include "conv/conv.h"
 #include "conv/vec.h"
+#include "gemm/partition.h"
 
 namespace gk {
 namespace conv {
@@ -184,7 +186,9 @@ class GemmConv final : public Prepared {
   int64_t workspace_bytes() const override {
     const int64_t nr = cfg_.kernel->nr, kc = std::min(cfg_.kc, s_.k_gemm);
     const int64_t nc = std::min(cfg_.nc, (s_.pixels() + nr - 1) / nr * nr);
-    const int64_t image = im2col_ ? PhaseImage(s_).floats(s_.icg) : 0;
+    const bool strided = s_.d.stride_h > 1 || s_.d.stride_w > 1;
+    const int64_t image = im2col_ ? PhaseImage(s_).floats(s_.icg)
+                                  : strided ? round_up(s_.icg, 8) * s_.pixels() : 0;  // the subsampled copy
     return 4 * (kc * (s_.ocg <= cfg_.mc ? nr : nc) + image);
   }
 
@@ -222,7 +226,7 @@ class GemmConv final : public Prepared {
           p.b = &b;
           gemm_packed(p, cfg_, threads);
         } else {
-          const PlainB b({x, d.in_height * d.in_width, 1});
+          const PlainB b({subsampled(x, s_.icg, 1), s_.pixels(), 1});
           p.b = &b;
           gemm_packed(p, cfg_, threads);
         }
@@ -231,6 +235,27 @@ class GemmConv final : public Prepared {
   }
 
  private:
+  // A strided 1x1 convolution reads every stride-th pixel: those are first gathered into a
+  // compact image (channels x OH x OW, `lanes` floats per pixel: 1 in NCHW, 8 in NCHW8), so
+  // the GEMM's B is plain (im2col would copy and pack the whole input). Stride 1: x itself.
+  const float* subsampled(const float* x, int64_t channels, int64_t lanes) const {
+    const gk_conv_desc& d = s_.d;
+    if (d.stride_h == 1 && d.stride_w == 1) return x;
+    float* xs = scratch(ScratchSlot::ConvImage, channels * s_.pixels() * lanes);
+    if (!xs) {
+      std::fprintf(stderr, "gemmkit: out of memory for the convolution input copy\n");
+      std::abort();
+    }
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t oh = 0; oh < s_.oh; ++oh) {
+        const float* src = x + ((c * d.in_height + oh * d.stride_h) * d.in_width) * lanes;
+        float* dst = xs + (c * s_.oh + oh) * s_.ow * lanes;
+        for (int64_t ow = 0; ow < s_.ow; ++ow)
+          for (int64_t l = 0; l < lanes; ++l) dst[ow * lanes + l] = src[ow * d.stride_w * lanes + l];
+      }
+    return xs;
+  }
+
   // NCHW8 in and out: per image one GEMM, then the padding channels of the last block
   // zeroed (the layout's convention; the GEMM writes only real rows).
   void run_blocked(const float* input, float* output) const {
@@ -238,7 +263,9 @@ class GemmConv final : public Prepared {
     const int64_t pixels = s_.pixels(), in_blocks = (d.in_channels + 7) / 8, out_blocks = (d.out_channels + 7) / 8;
     const int threads = threads_for(2.0 * s_.ocg * pixels * s_.k_gemm);
     for (int64_t n = 0; n < d.batch; ++n) {
-      const BlockedImageB b(input + n * in_blocks * pixels * 8, pixels, cfg_.kernel->simd);
+      const int64_t in_pixels = d.in_height * d.in_width;
+      const BlockedImageB b(subsampled(input + n * in_blocks * in_pixels * 8, in_blocks, 8), pixels,
+                            cfg_.kernel->simd);
       float* y = output + n * out_blocks * pixels * 8;
       GemmProblem p;
       p.m = s_.ocg, p.n = pixels, p.k = s_.k_gemm, p.alpha = 1.0f, p.beta = 0.0f;
@@ -276,7 +303,6 @@ class Gemm1x1 final : public Algorithm {
   std::string unusable_reason(const Shape& s) const override {
     const gk_conv_desc& d = s.d;
     if (d.kernel_h != 1 || d.kernel_w != 1) return "kernel is not 1x1";
-    if (d.stride_h != 1 || d.stride_w != 1) return "stride is not 1";
     if (d.pad_top || d.pad_left || d.pad_bottom || d.pad_right) return "padded";
     return "";
   }
