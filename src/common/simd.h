@@ -14,6 +14,10 @@ typedef int v8i __attribute__((vector_size(32)));  // shuffle masks for v8
 typedef int v4i __attribute__((vector_size(16)));  // shuffle masks for v4
 #define GK_INLINE inline __attribute__((always_inline))
 
+// All lanes = s. (Not v8{} + s: GCC must keep that addition, since 0 + -0 is +0, and
+// then broadcasts from a register instead of straight from memory.)
+GK_INLINE v8 splat8(float s) { return v8{s, s, s, s, s, s, s, s}; }
+
 GK_INLINE v8 load8(const float* p) {
   v8 v;
   std::memcpy(&v, p, sizeof v);

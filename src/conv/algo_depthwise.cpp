@@ -348,7 +348,7 @@ GK_INLINE void depthwise_plane(const Shape& s, const PaddedPlane& pp, const floa
     }
   }
   const int64_t taps = int64_t(pp.offsets.size());
-  const v8 bias8 = v8{} + bias;
+  const v8 bias8 = splat8(bias);
   for (int64_t oh = 0; oh < s.oh; ++oh) {
     float* yrow = y + oh * s.ow;
     const float* origin = buffer + oh * d.stride_h * pp.sw * pp.len;

@@ -16,7 +16,7 @@ GK_INLINE void epilogue_row(float* row, int64_t n, const float* col_bias, float 
   const v8 zero = {}, six = zero + 6.0f;
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
-    v8 v = load8(row + j) + (col_bias ? load8(col_bias + j) : zero + row_bias);
+    v8 v = load8(row + j) + (col_bias ? load8(col_bias + j) : splat8(row_bias));
     if (act != Activation::None) v = v > zero ? v : zero;
     if (act == Activation::Relu6) v = v < six ? v : six;
     store8(row + j, v);
