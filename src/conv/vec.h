@@ -100,43 +100,63 @@ GK_INLINE void deinterleave(const float* src, int64_t x, int64_t n, float* const
 // copy), so that a stride-M access becomes M contiguous ones. Where all 8 * M inputs of 8
 // indices lie inside the row they are loaded as M vectors and deinterleaved with shuffles
 // (M = 2, 4); the edges, and other M, element by element.
+// dst[q * len + i + j] = src[j * M + q], j < 8: 8 indices of every phase from 8 * M
+// consecutive floats (M = 2, 4), by shuffles.
+template <int M>
+GK_INLINE void deinterleave_phases8(const float* src, int64_t len, float* dst) {
+  if constexpr (M == 2) {
+    const v8 a = load8(src), b = load8(src + 8);
+    store8(dst, __builtin_shuffle(a, b, (v8i){0, 2, 4, 6, 8, 10, 12, 14}));
+    store8(dst + len, __builtin_shuffle(a, b, (v8i){1, 3, 5, 7, 9, 11, 13, 15}));
+  } else {
+    const v8 a = load8(src), b = load8(src + 8), c = load8(src + 16), d = load8(src + 24);
+    const v8i even = {0, 4, 8, 12, 1, 5, 9, 13}, odd = {2, 6, 10, 14, 3, 7, 11, 15};
+    const v8 ab01 = __builtin_shuffle(a, b, even), ab23 = __builtin_shuffle(a, b, odd);
+    const v8 cd01 = __builtin_shuffle(c, d, even), cd23 = __builtin_shuffle(c, d, odd);
+    const v8i lo = {0, 1, 2, 3, 8, 9, 10, 11}, hi = {4, 5, 6, 7, 12, 13, 14, 15};
+    store8(dst, __builtin_shuffle(ab01, cd01, lo));
+    store8(dst + len, __builtin_shuffle(ab01, cd01, hi));
+    store8(dst + 2 * len, __builtin_shuffle(ab23, cd23, lo));
+    store8(dst + 3 * len, __builtin_shuffle(ab23, cd23, hi));
+  }
+}
+
+// dst[q * len + i] = row[i * M + q - pad] for q < M, i < len: one input row, zero-padded
+// (pad on the left, zeros past `width`), split into its M column phases (M = 1: a padded
+// copy), so that a stride-M access becomes M contiguous ones. M = 2, 4: 8 indices at a
+// time by shuffles, the chunk that straddles the row's end from a zero-padded local copy;
+// the left edge and other M element by element; the slack past the row zeroed.
 template <int M>
 GK_INLINE void split_phases(const float* row, int64_t width, int64_t pad, int64_t len, float* dst) {
   auto element = [&](int64_t i, int64_t q) {
     const int64_t col = i * M + q - pad;
     dst[q * len + i] = col >= 0 && col < width ? row[col] : 0.0f;
   };
-  int64_t i = 0;
   if constexpr (M == 1) {
     const int64_t lo = std::min(len, pad), hi = std::max(lo, std::min(len, width + pad));
     gather_padded(dst, row - pad, 1, lo, hi, len);
     return;
   }
+  // Indices with some phase inside the row end here; the rest is zeros.
+  const int64_t inside_end = std::min(len, (width + pad + M - 1) / M);
+  int64_t i = 0;
   if constexpr (M == 2 || M == 4) {
-    const int64_t first = std::min(len, (pad + M - 1) / M);  // the first i with i * M >= pad
+    const int64_t first = std::min(inside_end, (pad + M - 1) / M);  // the first i with i * M >= pad
     for (; i < first; ++i)
       for (int64_t q = 0; q < M; ++q) element(i, q);
-    for (; i + 8 <= len && (i + 8) * M - pad <= width; i += 8) {
-      const float* src = row + i * M - pad;
-      if constexpr (M == 2) {
-        const v8 a = load8(src), b = load8(src + 8);
-        store8(dst + i, __builtin_shuffle(a, b, (v8i){0, 2, 4, 6, 8, 10, 12, 14}));
-        store8(dst + len + i, __builtin_shuffle(a, b, (v8i){1, 3, 5, 7, 9, 11, 13, 15}));
-      } else {
-        const v8 a = load8(src), b = load8(src + 8), c = load8(src + 16), d = load8(src + 24);
-        const v8i even = {0, 4, 8, 12, 1, 5, 9, 13}, odd = {2, 6, 10, 14, 3, 7, 11, 15};
-        const v8 ab01 = __builtin_shuffle(a, b, even), ab23 = __builtin_shuffle(a, b, odd);
-        const v8 cd01 = __builtin_shuffle(c, d, even), cd23 = __builtin_shuffle(c, d, odd);
-        const v8i lo = {0, 1, 2, 3, 8, 9, 10, 11}, hi = {4, 5, 6, 7, 12, 13, 14, 15};
-        store8(dst + i, __builtin_shuffle(ab01, cd01, lo));
-        store8(dst + len + i, __builtin_shuffle(ab01, cd01, hi));
-        store8(dst + 2 * len + i, __builtin_shuffle(ab23, cd23, lo));
-        store8(dst + 3 * len + i, __builtin_shuffle(ab23, cd23, hi));
-      }
+    for (; i + 8 <= inside_end && (i + 8) * M - pad <= width; i += 8)
+      deinterleave_phases8<M>(row + i * M - pad, len, dst + i);
+    if (i < inside_end && i + 8 <= len) {  // the straddling chunk
+      float tail[8 * M];
+      const int64_t start = i * M - pad, valid = width - start;
+      for (int64_t k = 0; k < 8 * M; ++k) tail[k] = k < valid ? row[start + k] : 0.0f;
+      deinterleave_phases8<M>(tail, len, dst + i);
+      i += 8;
     }
   }
-  for (; i < len; ++i)
+  for (; i < inside_end; ++i)
     for (int64_t q = 0; q < M; ++q) element(i, q);
+  for (int64_t q = 0; q < M; ++q) zero_run(dst + q * len + i, len - i);
 }
 
 // The same with the phase count known at run time (a convolution's stride).
