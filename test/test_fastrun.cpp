@@ -156,7 +156,9 @@ TEST_F(FastRun, BudgetStopsProfilingAndSlowCandidatesAreCutEarly) {
 }
 
 // A candidate much shorter than a timed sample (1 ms) is timed over batches of runs:
-// 0.1 ms per run gives samples of 10 runs; a 2 ms one is still timed run by run.
+// 0.1 ms per run gives samples of 10 runs; a 2 ms one is still timed run by run. Having
+// beaten AUTO's choice, it is confirmed against it in two more rounds of 3 samples each
+// (of the challenger's batch size).
 TEST_F(FastRun, ShortCandidatesAreTimedInBatches) {
   const gk_conv_desc d = layer();
   const std::vector<std::string> names = candidate_names(d);
@@ -165,8 +167,22 @@ TEST_F(FastRun, ShortCandidatesAreTimedInBatches) {
   clock.durations[names[1]] = 1e-4;  // the fastest: wins
   clock.install();
   EXPECT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), names[1]);
-  EXPECT_EQ(clock.calls[names[0]], 4);            // warm-up and three timed runs
-  EXPECT_EQ(clock.calls[names[1]], 1 + 3 * 10);  // warm-up and three samples of 10 runs
+  EXPECT_EQ(clock.calls[names[0]], 4 + 2 * 3 * 10);       // warm-up, three runs; confirmation
+  EXPECT_EQ(clock.calls[names[1]], 1 + 3 * 10 + 2 * 3 * 10);  // warm-up, three samples of 10; confirmation
+}
+
+// A challenger that won its profile only because AUTO's choice was timed in a slow
+// moment loses the confirmation, and AUTO's choice is kept.
+TEST_F(FastRun, ChallengerMustWinTheConfirmation) {
+  const gk_conv_desc d = layer();
+  const std::vector<std::string> names = candidate_names(d);
+  int first_calls = 0;
+  gk::conv::set_fake_durations([&](const std::string& name) {
+    if (name == names[0]) return ++first_calls <= 4 ? 3e-3 : 1e-3;  // slow only while profiled
+    return name == names[1] ? 2e-3 : 1.0;                          // the rest: far slower
+  });
+  EXPECT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), names[0]);
+  EXPECT_GT(first_calls, 4);  // it was timed again
 }
 
 TEST_F(FastRun, HighAccuracyFlagExcludesLossyCandidates) {
