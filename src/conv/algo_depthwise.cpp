@@ -320,7 +320,7 @@ struct PaddedPlane {
 
 // Output columns [x, x + 8 * N) of one row: N accumulators over every tap.
 template <int N>
-GK_INLINE void row_block(const float* origin, const int64_t* offsets, int64_t taps, const float* w, v8 bias,
+GK_INLINE void row_block(const float* origin, const int64_t* offsets, int64_t taps, const float* w, const v8& bias,
                          gk_activation act, int64_t x, float* yrow) {
   v8 a[N];
 #pragma GCC unroll 4
