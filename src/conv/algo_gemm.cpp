@@ -44,7 +44,7 @@ struct PhaseImage {
   }
 };
 
-void prepare_phase_image(const Shape& s, const PhaseImage& pi, const float* x, float* xs) {
+GK_INLINE void phase_image(const Shape& s, const PhaseImage& pi, const float* x, float* xs) {
   const gk_conv_desc& d = s.d;
   for (int64_t c = 0; c < s.icg; ++c)
     for (int64_t ihp = 0; ihp < pi.hp; ++ihp) {
@@ -58,47 +58,92 @@ void prepare_phase_image(const Shape& s, const PhaseImage& pi, const float* x, f
     }
 }
 
-// Gathers micro-panels of the virtual im2col matrix from a PhaseImage: row k = (c, r, s)
-// of a panel holds, for each of its pixels (oh, ow), padded input (c, oh*stride_h + r*dil_h,
+// Compiled for AVX2 and for the baseline: the phase split's 8-wide shuffles, compiled for
+// SSE, went through the stack (a sixth of a stride-2 3x3 layer's time).
+void phase_image_baseline(const Shape& s, const PhaseImage& pi, const float* x, float* xs) {
+  phase_image(s, pi, x, xs);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void phase_image_avx2(const Shape& s, const PhaseImage& pi, const float* x,
+                                                          float* xs) {
+  phase_image(s, pi, x, xs);
+}
+#endif
+void prepare_phase_image(const Shape& s, const PhaseImage& pi, const float* x, float* xs, SimdLevel simd) {
+#if defined(__x86_64__)
+  if (simd != SimdLevel::Baseline) return phase_image_avx2(s, pi, x, xs);
+#endif
+  (void)simd;
+  phase_image_baseline(s, pi, x, xs);
+}
+
+// One micro-panel of the virtual im2col matrix from a PhaseImage: row k = (c, r, s) holds,
+// for each of the panel's pixels (oh, ow), padded input (c, oh*stride_h + r*dil_h,
 // ow*stride_w + s*dil_w). The panel's pixels are split once into runs within one output
 // row; each run of each k row is then one contiguous copy.
+GK_INLINE void pack_im2col_panel(const Shape& s, const PhaseImage& pi, const float* xs, int64_t k0, int64_t kc,
+                                 int64_t j0, int64_t cols, int nr, float* dst) {
+  const gk_conv_desc& d = s.d;
+  struct Run {
+    int64_t t, len, ih0, ow;  // ih0: padded input row of the run for r = 0
+  };
+  Run runs[kMaxTileFloats];  // at most one run per column
+  int nruns = 0;
+  for (int64_t t = 0, oh = j0 / s.ow, ow = j0 % s.ow; t < cols; ++oh, ow = 0) {
+    const int64_t len = std::min(cols - t, s.ow - ow);
+    runs[nruns++] = {t, len, oh * d.stride_h, ow};
+    t += len;
+  }
+  int64_t c = k0 / (d.kernel_h * d.kernel_w), r = k0 / d.kernel_w % d.kernel_h, sx = k0 % d.kernel_w;
+  for (int64_t kk = 0; kk < kc; ++kk, dst += nr) {
+    const int64_t col = sx * d.dilation_w, phase = col % pi.sw, shift = col / pi.sw;
+    const int64_t dr = r * d.dilation_h;
+    for (int i = 0; i < nruns; ++i) {
+      const Run& run = runs[i];
+      copy_run(dst + run.t, pi.row(xs, c, run.ih0 + dr, phase) + run.ow + shift, run.len);
+    }
+    zero_run(dst + cols, nr - cols);
+    if (++sx == d.kernel_w) {
+      sx = 0;
+      if (++r == d.kernel_h) r = 0, ++c;
+    }
+  }
+}
+
+using Im2colPackFn = void (*)(const Shape&, const PhaseImage&, const float*, int64_t, int64_t, int64_t, int64_t, int,
+                              float*);
+void pack_im2col_baseline(const Shape& s, const PhaseImage& pi, const float* xs, int64_t k0, int64_t kc, int64_t j0,
+                          int64_t cols, int nr, float* dst) {
+  pack_im2col_panel(s, pi, xs, k0, kc, j0, cols, nr, dst);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void pack_im2col_avx2(const Shape& s, const PhaseImage& pi, const float* xs,
+                                                      int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
+                                                      float* dst) {
+  pack_im2col_panel(s, pi, xs, k0, kc, j0, cols, nr, dst);
+}
+#endif
+
+// The im2col packer for the driver, its copies compiled for the kernel's vector level like
+// the GEMM's own packing.
 class Im2colPacker final : public BPacker {
  public:
-  Im2colPacker(const Shape& s, const PhaseImage& pi, const float* xs) : s_(s), pi_(pi), xs_(xs) {}
-
-  void pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
-                  float* dst) const override {
-    const gk_conv_desc& d = s_.d;
-    struct Run {
-      int64_t t, len, ih0, ow;  // ih0: padded input row of the run for r = 0
-    };
-    Run runs[kMaxTileFloats];  // at most one run per column
-    int nruns = 0;
-    for (int64_t t = 0, oh = j0 / s_.ow, ow = j0 % s_.ow; t < cols; ++oh, ow = 0) {
-      const int64_t len = std::min(cols - t, s_.ow - ow);
-      runs[nruns++] = {t, len, oh * d.stride_h, ow};
-      t += len;
-    }
-    int64_t c = k0 / (d.kernel_h * d.kernel_w), r = k0 / d.kernel_w % d.kernel_h, sx = k0 % d.kernel_w;
-    for (int64_t kk = 0; kk < kc; ++kk, dst += nr) {
-      const int64_t col = sx * d.dilation_w, phase = col % pi_.sw, shift = col / pi_.sw;
-      const int64_t dr = r * d.dilation_h;
-      for (int i = 0; i < nruns; ++i) {
-        const Run& run = runs[i];
-        copy_run(dst + run.t, pi_.row(xs_, c, run.ih0 + dr, phase) + run.ow + shift, run.len);
-      }
-      zero_run(dst + cols, nr - cols);
-      if (++sx == d.kernel_w) {
-        sx = 0;
-        if (++r == d.kernel_h) r = 0, ++c;
-      }
-    }
+  Im2colPacker(const Shape& s, const PhaseImage& pi, const float* xs, SimdLevel simd)
+      : s_(s), pi_(pi), xs_(xs), fn_(pack_im2col_baseline) {
+#if defined(__x86_64__)
+    if (simd != SimdLevel::Baseline) fn_ = pack_im2col_avx2;
+#endif
+    (void)simd;
+  }
+  void pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr, float* dst) const override {
+    fn_(s_, pi_, xs_, k0, kc, j0, cols, nr, dst);
   }
 
  private:
   const Shape& s_;
   const PhaseImage& pi_;
   const float* xs_;
+  Im2colPackFn fn_;
 };
 
 // B micro-panels of a 1x1 convolution's input stored NCHW8: B(channel c, pixel p) is
@@ -221,8 +266,8 @@ class GemmConv final : public Prepared {
             std::fprintf(stderr, "gemmkit: out of memory for the convolution input copy\n");
             std::abort();
           }
-          prepare_phase_image(s_, pi, x, xs);
-          const Im2colPacker b(s_, pi, xs);
+          prepare_phase_image(s_, pi, x, xs, cfg_.kernel->simd);
+          const Im2colPacker b(s_, pi, xs, cfg_.kernel->simd);
           p.b = &b;
           gemm_packed(p, cfg_, threads);
         } else {
