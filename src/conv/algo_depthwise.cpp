@@ -67,18 +67,6 @@ DwGeometry make_geometry(const Shape& s) {
   return g;
 }
 
-GK_INLINE v8 activate8(v8 v, gk_activation act) {
-  if (act == GK_ACT_NONE) return v;
-  const v8 zero = {};
-  v = v > zero ? v : zero;
-  if (act == GK_ACT_RELU6) {
-    const v8 six = zero + 6.0f;
-    v = v < six ? v : six;
-  }
-  return v;
-}
-
-
 // Input rows [first, first + count) of 8 NCHW planes (planes[l] for lane l; nullptr: a
 // channel past the end, zeros) interleaved into dst[row][column][8]: 8 columns at a time
 // by 8 x 8 transposes.

@@ -170,28 +170,30 @@ GK_INLINE void store_row_interleaved(const v8 (&y)[M], float* out) {
   }
 }
 
+// y[0:M][0:M] = A^T m A, m[k][j] loaded from mt + (k * alpha + j) * xi_stride (one vector
+// each: 8 tiles, or 8 channels of one tile); shared by both output transforms.
+template <int M>
+GK_INLINE void output_transform(const float* mt, int64_t xi_stride, v8 (&y)[M + 2][M + 2]) {
+  constexpr int A = M + 2;
+  v8 m[A][A], t[A][A];
+  for (int k = 0; k < A; ++k)
+    for (int j = 0; j < A; ++j) m[k][j] = load8(mt + (k * A + j) * xi_stride);
+  left_multiply<OutputMatrix<M>, M>(m, t);
+  right_multiply<OutputMatrix<M>, M>(t, M, y);
+}
+
 // Y = A^T M A for 8 tiles (M[xi] at mt + xi * xi_stride, lanes contiguous), + bias,
 // activation, into the output rows (lane l's column offset l * M), only inside
 // [0, oh_n) x [0, ow_n).
 template <int M>
 GK_INLINE void output_tile8(const float* mt, int64_t xi_stride, int lanes, float bias, gk_activation act,
                             float* out, int64_t row, int64_t oh_n, int64_t ow_n) {
-  constexpr int A = M + 2;
-  v8 m[A][A], t[A][A], y[A][A];
-  for (int k = 0; k < A; ++k)
-    for (int j = 0; j < A; ++j) m[k][j] = load8(mt + (k * A + j) * xi_stride);
-  left_multiply<OutputMatrix<M>, M>(m, t);
-  right_multiply<OutputMatrix<M>, M>(t, M, y);
-  const v8 zero = {}, six = zero + 6.0f;
+  v8 y[M + 2][M + 2];
+  output_transform<M>(mt, xi_stride, y);
   const bool whole_row = lanes == 8 && ow_n >= 8 * M;
   for (int i = 0; i < M && i < oh_n; ++i) {
     v8 row_out[M];
-    for (int j = 0; j < M; ++j) {
-      v8 s = y[i][j] + bias;
-      if (act != GK_ACT_NONE) s = s > zero ? s : zero;
-      if (act == GK_ACT_RELU6) s = s < six ? s : six;
-      row_out[j] = s;
-    }
+    for (int j = 0; j < M; ++j) row_out[j] = activate8(y[i][j] + bias, act);
     float* dst = out + i * row;
     if (whole_row) {
       store_row_interleaved<M>(row_out, dst);
@@ -246,20 +248,11 @@ GK_INLINE void input_tiles_blocked(const float* const* tiles, int count, int64_t
 template <int M>
 GK_INLINE void output_tile_blocked(const float* mt, int64_t xi_stride, const float* bias, gk_activation act,
                                    float* out, int64_t row, int64_t oh_n, int64_t ow_n) {
-  constexpr int A = M + 2;
-  v8 m[A][A], t[A][A], y[A][A];
-  for (int k = 0; k < A; ++k)
-    for (int j = 0; j < A; ++j) m[k][j] = load8(mt + (k * A + j) * xi_stride);
-  left_multiply<OutputMatrix<M>, M>(m, t);
-  right_multiply<OutputMatrix<M>, M>(t, M, y);
-  const v8 zero = {}, six = zero + 6.0f, b = load8(bias);
+  v8 y[M + 2][M + 2];
+  output_transform<M>(mt, xi_stride, y);
+  const v8 b = load8(bias);
   for (int i = 0; i < M && i < oh_n; ++i)
-    for (int j = 0; j < M && j < ow_n; ++j) {
-      v8 s = y[i][j] + b;
-      if (act != GK_ACT_NONE) s = s > zero ? s : zero;
-      if (act == GK_ACT_RELU6) s = s < six ? s : six;
-      store8(out + i * row + j * 8, s);
-    }
+    for (int j = 0; j < M && j < ow_n; ++j) store8(out + i * row + j * 8, activate8(y[i][j] + b, act));
 }
 
 // The transforms compiled for AVX2 (x86-64 with AVX2) and for the baseline (SSE, NEON).

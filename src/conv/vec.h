@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/simd.h"
+#include "gemmkit.h"
 
 namespace gk {
 namespace conv {
@@ -24,6 +25,18 @@ GK_INLINE void zero_run(float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) store8(dst + i, v8{});
   for (; i < n; ++i) dst[i] = 0.0f;
+}
+
+// act(v) lane by lane: ReLU (a NaN becomes 0, as the kernels' vmaxps does) or ReLU6.
+GK_INLINE v8 activate8(v8 v, gk_activation act) {
+  if (act == GK_ACT_NONE) return v;
+  const v8 zero = {};
+  v = v > zero ? v : zero;
+  if (act == GK_ACT_RELU6) {
+    const v8 six = splat8(6.0f);
+    v = v < six ? v : six;
+  }
+  return v;
 }
 
 // dst[i] = src[i * stride] for the i in [0, n) with lo <= i < hi, 0 elsewhere: one row of
