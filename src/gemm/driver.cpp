@@ -67,13 +67,13 @@ void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, i
   const int64_t calls = ceil_div(mc, ker.mr);
   const int64_t slice = ceil_div(next.kc, calls);
   for (int64_t ir = 0, call = 0; ir < mc; ir += ker.mr, ++call) {
-    // The next call's C tile, for writing: when C is not in cache (a conv output, K small)
-    // its read-for-ownership would otherwise stall the epilogue's reads of this tile.
     const int64_t rows = std::min<int64_t>(ker.mr, mc - ir);
     if (p.c_block_stride) {
       run_ukernel_blocked_c(ker, rows, cols, kc, p.alpha, a_panels[ir / ker.mr], b_panel, ker.nr, beta, p.c,
                             p.c_block_stride, last_k ? &p.epilogue : nullptr, ic + ir, j);
     } else {
+      // The next call's C tile, for writing: when C is not in cache (a conv output, K
+      // small) its read-for-ownership would otherwise stall the store of this tile.
       if (ir + ker.mr < mc) prefetch_c_tile(p.c + (ic + ir + ker.mr) * p.rs_c + j, p.rs_c, ker.mr, cols);
       run_ukernel(ker, rows, cols, kc, p.alpha, a_panels[ir / ker.mr], b_panel, ker.nr, beta,
                   p.c + (ic + ir) * p.rs_c + j, p.rs_c, last_k ? &p.epilogue : nullptr, ic + ir, j);

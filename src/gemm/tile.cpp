@@ -70,6 +70,27 @@ gk_ukernel_fn kernel_for_columns(const KernelInfo& kernel, int64_t n, int64_t* w
   return kernel.full_tile;
 }
 
+namespace {
+
+// Hands the epilogue to the kernel when it can apply it itself (per-row bias and
+// activation); returns false when the caller must apply it. A tile of m < MR rows gets
+// its biases through `spare` (MR floats, zeros past the last row): the kernel reads MR.
+bool fuse_epilogue(const KernelInfo& kernel, const Epilogue* e, int64_t m, int64_t row0, float* spare,
+                   gk_ukernel_args* args) {
+  if (!e || !e->active() || !kernel.fused_epilogue || e->bias_mode == BiasMode::PerColumn) return false;
+  if (e->bias_mode == BiasMode::PerRow) {
+    args->row_bias = e->bias + row0;
+    if (m < kernel.mr) {
+      for (int64_t i = 0; i < kernel.mr; ++i) spare[i] = i < m ? e->bias[row0 + i] : 0.0f;
+      args->row_bias = spare;
+    }
+  }
+  args->activation = static_cast<int32_t>(e->act);
+  return true;
+}
+
+}  // namespace
+
 void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, const float* b, int64_t rs_b, float beta, float* c,
                  int64_t rs_c, const Epilogue* epilogue, int64_t row0, int64_t col0) {
@@ -77,12 +98,7 @@ void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, floa
   const gk_ukernel_fn fn = kernel_for_columns(kernel, n, &tile_cols);
   if (m == kernel.mr && n == tile_cols) {
     gk_ukernel_args args{a, b, c, k, rs_b, rs_c, alpha, beta, nullptr, 0};
-    const bool fused = epilogue && epilogue->active() && kernel.fused_epilogue &&
-                       epilogue->bias_mode != BiasMode::PerColumn;
-    if (fused) {
-      args.row_bias = epilogue->bias_mode == BiasMode::PerRow ? epilogue->bias + row0 : nullptr;
-      args.activation = static_cast<int32_t>(epilogue->act);
-    }
+    const bool fused = fuse_epilogue(kernel, epilogue, m, row0, nullptr, &args);  // m == MR
     fn(&args);
     if (fused) return;
   } else {
@@ -154,19 +170,8 @@ void run_ukernel_blocked_c(const KernelInfo& kernel, int64_t m, int64_t n, int64
       for (int64_t i = 0; i < m; ++i) tile[i * ts + j] = base[j * 8 + i];
   }
   gk_ukernel_args args{a, b, tile, k, rs_b, ts, alpha, beta, nullptr, 0};
-  const bool fused = epilogue && epilogue->active() && kernel.fused_epilogue &&
-                     epilogue->bias_mode != BiasMode::PerColumn;
-  float row_bias[16];  // a partial tile: the kernel reads MR biases, zeros past the last row
-  if (fused) {
-    if (epilogue->bias_mode == BiasMode::PerRow) {
-      args.row_bias = epilogue->bias + row0;
-      if (m < kernel.mr) {
-        for (int64_t i = 0; i < kernel.mr; ++i) row_bias[i] = i < m ? epilogue->bias[row0 + i] : 0.0f;
-        args.row_bias = row_bias;
-      }
-    }
-    args.activation = static_cast<int32_t>(epilogue->act);
-  }
+  float spare_bias[16];
+  const bool fused = fuse_epilogue(kernel, epilogue, m, row0, spare_bias, &args);
   fn(&args);
   if (epilogue && epilogue->active() && !fused) apply_epilogue(*epilogue, tile, ts, m, n, row0, col0);
 #if defined(__x86_64__)
