@@ -211,8 +211,10 @@ struct LayerSetup {
   std::map<int, std::unique_ptr<OneDnnConv>> dnnl_nchw, dnnl_blocked;
   gk_conv_plan* forced[kNumForced] = {};  // 3x3 stride-1 layers only
   gk_conv_plan* plan_nchw8 = nullptr;
+  gk_conv_plan* im2col_nchw8 = nullptr;  // 3x3 stride-1 layers: "NCHW8 without Winograd"
   std::vector<float> x8, y8;  // the layer's tensors in NCHW8
 };
+const char kIm2colNchw8[] = "im2col-gemm-nchw8";
 using Samples = std::map<std::string, std::vector<double>>;
 
 // Per network and thread count, totals over the 3x3 stride-1 layers (time x count) of each
@@ -329,6 +331,12 @@ int main(int argc, char** argv) {
       s.y8.resize(size_t(gk_tensor_size(GK_LAYOUT_NCHW8, d8.batch, d8.out_channels, layers[i].oh, layers[i].ow)));
       gk_convert_layout(s.data->x.data(), GK_LAYOUT_NCHW, s.x8.data(), GK_LAYOUT_NCHW8, d8.batch, d8.in_channels,
                         d8.in_height, d8.in_width);
+      if (winograd_layer(layers[i]) &&
+          gk_conv_plan_create(&d8, s.data->w.data(), s.data->bias.data(), GK_CONV_ALGO_IM2COL_GEMM, &s.im2col_nchw8) !=
+              GK_OK) {
+        std::fprintf(stderr, "bench_conv: NCHW8 im2col %s: %s\n", layers[i].name.c_str(), gk_last_error());
+        return 1;
+      }
     }
     if (winograd_layer(layers[i]))
       for (int f = 0; f < kNumForced; ++f)
@@ -361,6 +369,8 @@ int main(int argc, char** argv) {
         gk_conv_run(sp->fastrun[t], sp->data->x.data(), sp->data->y.data());
       });
       reg("gemmkit-nchw8", [sp, t] { gk_set_num_threads(t); gk_conv_run(sp->plan_nchw8, sp->x8.data(), sp->y8.data()); });
+      if (s.im2col_nchw8)
+        reg(kIm2colNchw8, [sp, t] { gk_set_num_threads(t); gk_conv_run(sp->im2col_nchw8, sp->x8.data(), sp->y8.data()); });
       reg("im2col+openblas", [sp, t, &ob] { ob.set_threads(t); sp->caffe->run(*sp->data); });
       reg("onednn-nchw", [sp, t] { omp_set_num_threads(t); sp->dnnl_nchw[t]->run(); });
       reg("onednn-blocked", [sp, t] { omp_set_num_threads(t); sp->dnnl_blocked[t]->run(); });
@@ -382,6 +392,7 @@ int main(int argc, char** argv) {
       for (const char* lib : kLibs) groups.back().push_back(point_name(l, t, lib));
       if (winograd_layer(l))
         for (const Forced& f : kForced) groups.back().push_back(point_name(l, t, f.lib));
+      if (winograd_layer(l)) groups.back().push_back(point_name(l, t, kIm2colNchw8));
       spinners.insert(point_name(l, t, "im2col+openblas"));
     }
   auto samples = gkbench::run_interleaved(groups, rounds, spinners);
@@ -398,13 +409,14 @@ int main(int argc, char** argv) {
         << "- gemmkit: " << gk_config_string() << "\n- OpenBLAS: " << ob.description
         << "\n- totals are sums over a network's conv layers (layer time x count), medians of " << rounds
         << " interleaved rounds\n\n"
-        << "- AUTO without Winograd: AUTO's time per layer, with im2col_gemm's (timed in the same rounds) where AUTO picks a Winograd variant\n\n"
-        << "| network | threads | gemmkit AUTO ms | gemmkit FASTRUN ms (profiling s) | gemmkit AUTO NCHW8 ms | AUTO without Winograd ms | im2col+OpenBLAS ms | oneDNN NCHW ms | oneDNN blocked ms | AUTO speedup vs im2col+OpenBLAS | without Winograd: speedup vs im2col+OpenBLAS | AUTO / oneDNN blocked | without Winograd / oneDNN blocked | FASTRUN / oneDNN blocked | NCHW8 / oneDNN blocked | largest im2col matrix vs gemmkit workspace |\n"
-        << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        << "- AUTO without Winograd: AUTO's time per layer, with im2col_gemm's (timed in the same rounds) where AUTO picks a Winograd variant; "
+           "NCHW8 without Winograd: the same for AUTO in NCHW8 (gemmkit's blocked layout, the one to set against oneDNN's)\n\n"
+        << "| network | threads | gemmkit AUTO ms | gemmkit FASTRUN ms (profiling s) | gemmkit AUTO NCHW8 ms | AUTO without Winograd ms | NCHW8 without Winograd ms | im2col+OpenBLAS ms | oneDNN NCHW ms | oneDNN blocked ms | AUTO speedup vs im2col+OpenBLAS | without Winograd: speedup vs im2col+OpenBLAS | NCHW8 without Winograd: speedup vs im2col+OpenBLAS | AUTO / oneDNN blocked | without Winograd / oneDNN blocked | NCHW8 without Winograd / oneDNN blocked | FASTRUN / oneDNN blocked | NCHW8 / oneDNN blocked | largest im2col matrix vs gemmkit workspace |\n"
+        << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   rows << "\n## Per layer (ms, median)\n\n| network | layer | threads | AUTO algorithm | gemmkit AUTO | FASTRUN choice | gemmkit FASTRUN | gemmkit NCHW8 | im2col+OpenBLAS | oneDNN NCHW | oneDNN blocked (impl) | AUTO GFLOP/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& net : nets) {
     for (int t : thread_counts) {
-      double total[kNumLibs] = {}, profiling = 0, no_winograd = 0;
+      double total[kNumLibs] = {}, profiling = 0, no_winograd = 0, nchw8_no_winograd = 0;
       int64_t max_full = 0, max_ws = 0;
       for (size_t i = 0; i < layers.size(); ++i) {
         const Layer& l = layers[i];
@@ -422,6 +434,10 @@ int main(int argc, char** argv) {
         no_winograd += (auto_winograd && setups[i].forced[kNumForced - 1]
                             ? median(samples[point_name(l, t, kForced[kNumForced - 1].lib)]) * 1e3
                             : ms[0]) * l.count;
+        const bool nchw8_winograd = std::string(gk_conv_plan_algo_name(setups[i].plan_nchw8)).rfind("winograd", 0) == 0;
+        nchw8_no_winograd += (nchw8_winograd && setups[i].im2col_nchw8
+                                  ? median(samples[point_name(l, t, kIm2colNchw8)]) * 1e3
+                                  : ms[5]) * l.count;
         max_full = std::max(max_full, setups[i].caffe->workspace_bytes());
         max_ws = std::max(max_ws, gk_conv_plan_workspace_size(setups[i].plan));
         char row[640];
@@ -431,11 +447,12 @@ int main(int argc, char** argv) {
                       setups[i].dnnl_blocked[t]->impl().c_str(), l.flops() / (ms[0] * 1e6));
         rows << row;
       }
-      char line[640];
+      char line[800];
       std::snprintf(line, sizeof line,
-                    "| %s | %d | %.1f | %.1f (%.2f s) | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.2f | %.2f | %.2f | %.2f | %.1f MiB vs %.0f KiB |\n",
-                    net.c_str(), t, total[0], total[4], profiling, total[5], no_winograd, total[1], total[2], total[3],
-                    total[1] / total[0], total[1] / no_winograd, total[0] / total[3], no_winograd / total[3],
+                    "| %s | %d | %.1f | %.1f (%.2f s) | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.2fx | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f MiB vs %.0f KiB |\n",
+                    net.c_str(), t, total[0], total[4], profiling, total[5], no_winograd, nchw8_no_winograd, total[1],
+                    total[2], total[3], total[1] / total[0], total[1] / no_winograd, total[1] / nchw8_no_winograd,
+                    total[0] / total[3], no_winograd / total[3], nchw8_no_winograd / total[3],
                     total[4] / total[3], total[5] / total[3], max_full / 1048576.0,
                     max_ws / 1024.0);
       table << line;
@@ -449,6 +466,7 @@ int main(int argc, char** argv) {
   for (LayerSetup& s : setups) {
     gk_conv_plan_destroy(s.plan);
     gk_conv_plan_destroy(s.plan_nchw8);
+    gk_conv_plan_destroy(s.im2col_nchw8);
     for (auto& f : s.fastrun) gk_conv_plan_destroy(f.second);
     for (gk_conv_plan* p : s.forced) gk_conv_plan_destroy(p);
   }

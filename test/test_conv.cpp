@@ -183,8 +183,11 @@ TEST(Conv, DepthwiseBothVectorizations) {
 // 2, 1 and 2 threads; padding channels of the output stay zero (checked).
 TEST(Conv, Gemm1x1BlockedInPlace) {
   struct Case { int64_t batch, c, h, w, k; };
-  const Case cases[] = {{2, 20, 5, 7, 13}, {1, 400, 7, 9, 203}, {1, 8, 3, 3, 8}, {2, 33, 11, 6, 64}};
-  const int64_t strides[][2] = {{1, 1}, {2, 2}, {1, 1}, {2, 3}};  // strided: the subsampled copy
+  // Output channels 13, 203, 8, 64, 30: every pointwise panel width (24, 16, 8) and the
+  // padding channels; pixel counts that leave partial (staged) tiles; 400 channels: more
+  // than one panel group and pixel chunk.
+  const Case cases[] = {{2, 20, 5, 7, 13}, {1, 400, 7, 9, 203}, {1, 8, 3, 3, 8}, {2, 33, 11, 6, 64}, {1, 17, 9, 5, 30}};
+  const int64_t strides[][2] = {{1, 1}, {2, 2}, {1, 1}, {2, 3}, {1, 1}};  // strided: the subsampled copy
   int i = 0;
   for (int threads : {1, 2}) {
     gk_set_num_threads(threads);
@@ -200,6 +203,40 @@ TEST(Conv, Gemm1x1BlockedInPlace) {
       SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
       EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, uint32_t(700 + i)), GK_CONV_ALGO_GEMM_1X1),
                 "gemm_1x1");
+      ++i;
+    }
+  }
+  gk_set_num_threads(0);
+}
+
+// im2col_gemm on NCHW8 in place: on the pointwise kernels with im2col chunks (under 8
+// channels packed densely, more in whole blocks with the lanes past the last channel
+// masked), and the GEMM fallback when a panel's weights would not fit L2 (512 channels).
+// Kernels 3x3 and 7x7 (stems), 5x5, asymmetric padding, dilation, strides 2 and 3, more
+// than one pixel chunk and panel group, partial pixel tiles, each activation, 1 and 2 threads.
+TEST(Conv, Im2colBlockedInPlace) {
+  struct Case { int64_t batch, c, h, w, k, kh, kw, sh, sw, pt, pl, pb, pr, dil; };
+  const Case cases[] = {
+      {1, 3, 23, 21, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1},    {2, 3, 20, 19, 13, 7, 7, 2, 2, 3, 3, 3, 3, 1},
+      {1, 20, 9, 11, 30, 3, 3, 1, 1, 1, 0, 2, 1, 1},    {1, 64, 9, 11, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {1, 17, 12, 10, 40, 5, 5, 2, 3, 2, 2, 2, 2, 1},   {1, 9, 13, 13, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2},
+      {1, 512, 5, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1}};
+  int i = 0;
+  for (int threads : {1, 2}) {
+    gk_set_num_threads(threads);
+    for (const Case& k : cases) {
+      if (gktest::quick() && k.c > 100) continue;
+      gk_conv_desc d;
+      gk_conv_desc_init(&d);
+      d.batch = k.batch, d.in_channels = k.c, d.in_height = k.h, d.in_width = k.w, d.out_channels = k.k;
+      d.kernel_h = k.kh, d.kernel_w = k.kw, d.stride_h = k.sh, d.stride_w = k.sw;
+      d.pad_top = k.pt, d.pad_left = k.pl, d.pad_bottom = k.pb, d.pad_right = k.pr;
+      d.dilation_h = d.dilation_w = k.dil;
+      d.layout = GK_LAYOUT_NCHW8;
+      d.activation = gk_activation(i % 3);
+      SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
+      EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, uint32_t(900 + i)), GK_CONV_ALGO_IM2COL_GEMM),
+                "im2col_gemm");
       ++i;
     }
   }

@@ -29,6 +29,25 @@ struct gk_ukernel_args {
   int32_t activation;     // 64: 0 none, 1 ReLU, 2 ReLU6 (as gk::Activation)
 };
 typedef void (*gk_ukernel_fn)(const gk_ukernel_args* args);
+
+// Pointwise (1x1) convolution kernels on NCHW8 tensors (src/arch/x86_64/pointwise_avx2.inc):
+//   y[pixel i][oc j] = act(bias[j] + sum_c x[pixel i][c] * w[c][j]),  i < MR, j < NR
+// x points at pixel 0 of channel block 0 (channel c at (c / 8) * x_block_stride + 8 * i +
+// c % 8 floats); w is C rows of NR floats (packed at plan time); y points at pixel 0 of the
+// first of NR / 8 output channel blocks, y_block_stride floats apart. MR pixels are read
+// and written: the caller stages a partial pixel tile.
+struct gk_pointwise_args {
+  const float* x;          // 0
+  const float* w;          // 8
+  float* y;                // 16
+  int64_t full_blocks;     // 24: channel blocks of 8
+  int64_t tail_channels;   // 32: channels of the last, partial block (0..7)
+  int64_t x_block_stride;  // 40 (floats)
+  int64_t y_block_stride;  // 48 (floats)
+  const float* bias;       // 56: nullptr, or NR floats
+  int32_t activation;      // 64: as gk_ukernel_args
+};
+typedef void (*gk_pointwise_fn)(const gk_pointwise_args* args);
 }
 
 namespace gk {
@@ -62,6 +81,12 @@ struct KernelInfo {
   // Applies row_bias and activation itself (full and narrow kernels alike), so conv
   // epilogues cost no second pass over the C tile.
   bool fused_epilogue = false;
+  // Pointwise NCHW8 kernels by descending width ({0, 0, nullptr} unused): where an ISA has
+  // them, gemm_1x1 runs NCHW8 on them instead of packing B from the blocked image.
+  struct Pointwise {
+    int mr, nr;
+    gk_pointwise_fn fn;
+  } pointwise[3] = {};
 };
 
 // The ISA's kernel table, best first, ending with the portable kernel. Defined once per

@@ -78,32 +78,39 @@ GK_INLINE void stage_rows_planar(const DwGeometry& g, const float* const (&plane
 }
 
 // Output column x near the row's ends: each tap checked against them.
+template <int KH, int KW>
 GK_INLINE void border_column(const DwGeometry& g, const float* const* rows, const float* w, v8 bias,
                              gk_activation act, int64_t x, float* out) {
+  const int64_t kh = KH ? KH : g.kh, kw = KW ? KW : g.kw;
   v8 a = bias;
-  for (int64_t i = 0; i < g.kh; ++i) {
+  for (int64_t i = 0; i < kh; ++i) {
     if (!rows[i]) continue;
-    for (int64_t j = 0; j < g.kw; ++j) {
+#pragma GCC unroll 8
+    for (int64_t j = 0; j < kw; ++j) {
       const int64_t col = x * g.sw - g.pad_left + j * g.dw;
-      if (col >= 0 && col < g.iw) a += load8(rows[i] + col * kLanes) * load8(w + (i * g.kw + j) * kLanes);
+      if (col >= 0 && col < g.iw) a += load8(rows[i] + col * kLanes) * load8(w + (i * kw + j) * kLanes);
     }
   }
   store8(out + x * kLanes, activate8(a, act));
 }
 
 // Output columns [x, x + N) whose taps all read inside the row: N independent
-// accumulators (the loops over them unroll, so they live in registers).
-template <int KH, int KW, int N>
+// accumulators (the loops over them unroll, so they live in registers). SW: the column
+// stride when it is a template constant (dilation 1), so every load's offset is an
+// immediate (a run-time stride cost a chain of address additions per load: 12% of the
+// time on MobileNetV2's stride-2 layers); 0: stride and dilation from g.
+template <int KH, int KW, int SW, int N>
 GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const float* w, v8 bias,
                             gk_activation act, int64_t x, float* out) {
   const int64_t kh = KH ? KH : g.kh, kw = KW ? KW : g.kw;
-  const int64_t step = g.sw * kLanes, tap_step = g.dw * kLanes;
+  const int64_t step = (SW ? SW : g.sw) * kLanes, tap_step = (SW ? 1 : g.dw) * kLanes;
+  const int64_t sw = SW ? SW : g.sw;
   v8 a[N];
 #pragma GCC unroll 8
   for (int n = 0; n < N; ++n) a[n] = bias;
   for (int64_t i = 0; i < kh; ++i) {
     if (!rows[i]) continue;
-    const float* r = rows[i] + (x * g.sw - g.pad_left) * kLanes;
+    const float* r = rows[i] + (x * sw - g.pad_left) * kLanes;
 #pragma GCC unroll 8
     for (int64_t j = 0; j < kw; ++j) {
       const float* p = r + j * tap_step;
@@ -118,11 +125,11 @@ GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const
 
 // One output row, [column][8], from the interleaved input rows its taps read (rows[i] for
 // kernel row i; nullptr: a row in the padding, skipped). KH x KW: the kernel size when it
-// is a template size, 0 x 0: the run-time size.
-template <int KH, int KW>
+// is a template size, 0 x 0: the run-time size; SW as column_block.
+template <int KH, int KW, int SW>
 GK_INLINE void compute_row(const DwGeometry& g, const float* const* rows, const float* w, v8 bias,
                            gk_activation act, float* out) {
-  for (int64_t x = 0; x < g.inner_lo; ++x) border_column(g, rows, w, bias, act, x, out);
+  for (int64_t x = 0; x < g.inner_lo; ++x) border_column<KH, KW>(g, rows, w, bias, act, x, out);
   // Blocks of 8 columns (4 on narrow rows); a remainder is covered by one more block
   // ending at inner_hi, overlapping the previous one (recomputing a column gives the same
   // value), since one column at a time is a chain of dependent FMAs.
@@ -131,19 +138,19 @@ GK_INLINE void compute_row(const DwGeometry& g, const float* const* rows, const 
   for (int64_t b = 0; b < inner; b = b + width >= inner ? inner : std::min(b + width, inner - width)) {
     const int64_t x = g.inner_lo + b;
     if (width == 8) {
-      column_block<KH, KW, 8>(g, rows, w, bias, act, x, out);
+      column_block<KH, KW, SW, 8>(g, rows, w, bias, act, x, out);
     } else if (width == 4) {
-      column_block<KH, KW, 4>(g, rows, w, bias, act, x, out);
+      column_block<KH, KW, SW, 4>(g, rows, w, bias, act, x, out);
     } else {
-      column_block<KH, KW, 1>(g, rows, w, bias, act, x, out);
+      column_block<KH, KW, SW, 1>(g, rows, w, bias, act, x, out);
     }
   }
-  for (int64_t x = g.inner_hi; x < g.ow; ++x) border_column(g, rows, w, bias, act, x, out);
+  for (int64_t x = g.inner_hi; x < g.ow; ++x) border_column<KH, KW>(g, rows, w, bias, act, x, out);
 }
 
 // Output rows [oh0, oh0 + rows) from interleaved input rows: input row ih at
 // in + (ih - first) * iw * 8 for ih in [first, first + count).
-template <int KH, int KW>
+template <int KH, int KW, int SW>
 GK_INLINE void compute_rows(const DwGeometry& g, const float* in, int64_t first, int64_t count, int64_t oh0,
                             int64_t rows, const float* w, v8 bias, gk_activation act, float* out) {
   constexpr int64_t kMaxRows = 16;
@@ -159,7 +166,7 @@ GK_INLINE void compute_rows(const DwGeometry& g, const float* in, int64_t first,
       const int64_t ih = (oh0 + r) * g.sh - g.pad_top + i * g.dh;
       ptrs[i] = ih >= first && ih < first + count ? in + (ih - first) * g.iw * kLanes : nullptr;
     }
-    compute_row<KH, KW>(g, ptrs, w, bias, act, out + r * g.ow * kLanes);
+    compute_row<KH, KW, SW>(g, ptrs, w, bias, act, out + r * g.ow * kLanes);
   }
 }
 
@@ -177,18 +184,18 @@ struct BlockIo {
   float* out_blocked = nullptr;       // NCHW8: the block's output [oh][ow][8]
 };
 
-template <int KH, int KW>
+template <int KH, int KW, int SW>
 GK_INLINE void run_block(const DwGeometry& g, const BlockIo& io, const float* w, v8 bias, gk_activation act,
                          float* staged, float* band_out) {
   if (io.in_blocked && io.out_blocked) {
-    compute_rows<KH, KW>(g, io.in_blocked, 0, g.ih, 0, g.oh, w, bias, act, io.out_blocked);
+    compute_rows<KH, KW, SW>(g, io.in_blocked, 0, g.ih, 0, g.oh, w, bias, act, io.out_blocked);
     return;
   }
   for (int64_t oh0 = 0; oh0 < g.oh; oh0 += g.band) {
     const int64_t rows = std::min(g.band, g.oh - oh0);
     const int64_t first = g.first_row(oh0), count = g.row_count(oh0, rows);
     stage_rows_planar(g, io.in_planar, first, count, staged);
-    compute_rows<KH, KW>(g, staged, first, count, oh0, rows, w, bias, act, band_out);
+    compute_rows<KH, KW, SW>(g, staged, first, count, oh0, rows, w, bias, act, band_out);
     float* planes[kLanes];
     for (int l = 0; l < kLanes; ++l) planes[l] = io.out_planar[l] ? io.out_planar[l] + oh0 * g.ow : nullptr;
     unstage_band_planar(g, band_out, rows, planes);
@@ -197,25 +204,35 @@ GK_INLINE void run_block(const DwGeometry& g, const BlockIo& io, const float* w,
 
 using BlockFn = void (*)(const DwGeometry&, const BlockIo&, const float*, const float*, gk_activation, float*, float*);
 
-template <int KH, int KW>
+template <int KH, int KW, int SW>
 void block_baseline(const DwGeometry& g, const BlockIo& io, const float* w, const float* bias, gk_activation act,
                     float* s, float* b) {
-  run_block<KH, KW>(g, io, w, load8(bias), act, s, b);
+  run_block<KH, KW, SW>(g, io, w, load8(bias), act, s, b);
 }
 #if defined(__x86_64__)
-template <int KH, int KW>
+template <int KH, int KW, int SW>
 __attribute__((target("avx2,fma"))) void block_avx2(const DwGeometry& g, const BlockIo& io, const float* w,
                                                     const float* bias, gk_activation act, float* s, float* b) {
-  run_block<KH, KW>(g, io, w, load8(bias), act, s, b);
+  run_block<KH, KW, SW>(g, io, w, load8(bias), act, s, b);
 }
 #endif
 
-template <int KH, int KW>
+template <int KH, int KW, int SW>
 BlockFn block_fn() {
 #if defined(__x86_64__)
-  if (active_config().kernel->simd != SimdLevel::Baseline) return block_avx2<KH, KW>;
+  if (active_config().kernel->simd != SimdLevel::Baseline) return block_avx2<KH, KW, SW>;
 #endif
-  return block_baseline<KH, KW>;
+  return block_baseline<KH, KW, SW>;
+}
+
+// 3x3 and 5x5 at stride 1 or 2 without dilation get their sizes compiled in; the rest
+// runs the generic loops.
+BlockFn pick_block_fn(const DwGeometry& g) {
+  const bool plain = g.dw == 1 && (g.sw == 1 || g.sw == 2);
+  const int k = g.kh == 3 && g.kw == 3 ? 3 : g.kh == 5 && g.kw == 5 ? 5 : 0;
+  if (!plain || !k) return k == 3 ? block_fn<3, 3, 0>() : k == 5 ? block_fn<5, 5, 0>() : block_fn<0, 0, 0>();
+  if (k == 3) return g.sw == 1 ? block_fn<3, 3, 1>() : block_fn<3, 3, 2>();
+  return g.sw == 1 ? block_fn<5, 5, 1>() : block_fn<5, 5, 2>();
 }
 
 class DepthwiseConv final : public Prepared {
@@ -230,7 +247,7 @@ class DepthwiseConv final : public Prepared {
       for (int64_t t = 0; t < taps; ++t) w_[size_t(((o / kLanes) * taps + t) * kLanes + o % kLanes)] = weights[o * taps + t];
       if (bias) bias_[size_t(o)] = bias[o];
     }
-    fn_ = g_.kh == 3 && g_.kw == 3 ? block_fn<3, 3>() : g_.kh == 5 && g_.kw == 5 ? block_fn<5, 5>() : block_fn<0, 0>();
+    fn_ = pick_block_fn(g_);
   }
 
   bool native_layout(gk_layout layout) const override {

@@ -18,6 +18,7 @@
 
 #include "common/runtime.h"
 #include "conv/conv.h"
+#include "conv/pointwise.h"
 #include "conv/vec.h"
 #include "gemm/partition.h"
 
@@ -44,37 +45,67 @@ struct PhaseImage {
   }
 };
 
-GK_INLINE void phase_image(const Shape& s, const PhaseImage& pi, const float* x, float* xs) {
+// x in NCHW, or in NCHW8 (blocked: each input row of a channel block is first
+// deinterleaved into 8 channel rows in `rows`, 8 x in_width floats, then split like a
+// planar row).
+GK_INLINE void phase_image(const Shape& s, const PhaseImage& pi, const float* x, bool blocked, float* rows,
+                           float* xs) {
   const gk_conv_desc& d = s.d;
-  for (int64_t c = 0; c < s.icg; ++c)
+  const int64_t lanes = blocked ? 8 : 1, w = d.in_width;
+  for (int64_t c0 = 0; c0 < s.icg; c0 += lanes) {
+    const int64_t nc = std::min(lanes, s.icg - c0);
     for (int64_t ihp = 0; ihp < pi.hp; ++ihp) {
       const int64_t ih = ihp - d.pad_top;
-      float* dst = const_cast<float*>(pi.row(xs, c, ihp, 0));  // its sw phases, len apart
-      if (ih < 0 || ih >= d.in_height) {
-        zero_run(dst, pi.sw * pi.len);
-      } else {
-        split_phases(pi.sw, x + (c * d.in_height + ih) * d.in_width, d.in_width, d.pad_left, pi.len, dst);
+      const bool outside = ih < 0 || ih >= d.in_height;
+      const float* src = x + (c0 * d.in_height + ih * lanes) * w;  // the row of channel (block) c0
+      if (blocked && !outside) {
+        float* dst[8];
+        for (int l = 0; l < 8; ++l) dst[l] = l < nc ? rows + l * w : nullptr;
+        deinterleave(src, 8, w, dst);
+      }
+      for (int64_t l = 0; l < nc; ++l) {
+        float* dst = const_cast<float*>(pi.row(xs, c0 + l, ihp, 0));  // its sw phases, len apart
+        if (outside) {
+          zero_run(dst, pi.sw * pi.len);
+        } else {
+          split_phases(pi.sw, blocked ? rows + l * w : src, w, d.pad_left, pi.len, dst);
+        }
       }
     }
+  }
 }
 
 // Compiled for AVX2 and for the baseline: the phase split's 8-wide shuffles, compiled for
 // SSE, went through the stack (a sixth of a stride-2 3x3 layer's time).
-void phase_image_baseline(const Shape& s, const PhaseImage& pi, const float* x, float* xs) {
-  phase_image(s, pi, x, xs);
+void phase_image_baseline(const Shape& s, const PhaseImage& pi, const float* x, bool blocked, float* rows,
+                          float* xs) {
+  phase_image(s, pi, x, blocked, rows, xs);
 }
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) void phase_image_avx2(const Shape& s, const PhaseImage& pi, const float* x,
-                                                          float* xs) {
-  phase_image(s, pi, x, xs);
+                                                          bool blocked, float* rows, float* xs) {
+  phase_image(s, pi, x, blocked, rows, xs);
 }
 #endif
-void prepare_phase_image(const Shape& s, const PhaseImage& pi, const float* x, float* xs, SimdLevel simd) {
+// The phase image of one image's group channels in this thread's workspace (x: NCHW, or
+// NCHW8 when `blocked`).
+const float* prepare_phase_image(const Shape& s, const PhaseImage& pi, const float* x, bool blocked,
+                                 SimdLevel simd) {
+  const int64_t image = pi.floats(s.icg), rows = blocked ? 8 * s.d.in_width : 0;
+  float* xs = scratch(ScratchSlot::ConvImage, image + rows);
+  if (!xs) {
+    std::fprintf(stderr, "gemmkit: out of memory for the convolution input copy\n");
+    std::abort();
+  }
 #if defined(__x86_64__)
-  if (simd != SimdLevel::Baseline) return phase_image_avx2(s, pi, x, xs);
+  if (simd != SimdLevel::Baseline) {
+    phase_image_avx2(s, pi, x, blocked, xs + image, xs);
+    return xs;
+  }
 #endif
   (void)simd;
-  phase_image_baseline(s, pi, x, xs);
+  phase_image_baseline(s, pi, x, blocked, xs + image, xs);
+  return xs;
 }
 
 // One micro-panel of the virtual im2col matrix from a PhaseImage: row k = (c, r, s) holds,
@@ -213,6 +244,10 @@ class GemmConv final : public Prepared {
   GemmConv(const Shape& s, const float* weights, const float* bias, bool im2col, int64_t tile)
       : s_(s), im2col_(im2col), cfg_(active_config()) {
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
+    if (s.d.layout == GK_LAYOUT_NCHW8 && PointwiseNchw8::usable(*cfg_.kernel, s)) {
+      pointwise_.reset(new PointwiseNchw8(*cfg_.kernel, s, weights, bias));
+      return;
+    }
     const int64_t group_weights = s.ocg * s.k_gemm;
     for (int64_t g = 0; g < s.d.groups; ++g)
       packed_.emplace_back(new PackedA({weights + g * group_weights, s.k_gemm, 1}, s.ocg, s.k_gemm,
@@ -232,16 +267,19 @@ class GemmConv final : public Prepared {
     const int64_t nr = cfg_.kernel->nr, kc = std::min(cfg_.kc, s_.k_gemm);
     const int64_t nc = std::min(cfg_.nc, (s_.pixels() + nr - 1) / nr * nr);
     const bool strided = s_.d.stride_h > 1 || s_.d.stride_w > 1;
-    const int64_t image = im2col_ ? PhaseImage(s_).floats(s_.icg)
+    if (pointwise_) return 4 * pointwise_->workspace_floats();
+    const int64_t image = im2col_ ? PhaseImage(s_).floats(s_.icg) + 8 * s_.d.in_width  // + NCHW8's row buffer
                                   : strided ? round_up(s_.icg, 8) * s_.pixels() : 0;  // the subsampled copy
     return 4 * (kc * (s_.ocg <= cfg_.mc ? nr : nc) + image);
   }
 
-  // gemm_1x1 also runs NCHW8 in place (B packed from the blocked input, C tiles stored
-  // blocked), when a tile's rows lie in one channel block (MR divides 8).
+  // Ungrouped convolutions also run NCHW8 in place: on the ISA's pointwise kernels where
+  // it has them and the weights fit (conv/pointwise.h), else as GEMMs with B packed from
+  // the blocked input (gemm_1x1) or from a phase image built from it (im2col_gemm) and C
+  // tiles stored blocked, which needs a tile's rows in one channel block (MR divides 8).
   bool native_layout(gk_layout layout) const override {
-    return layout == GK_LAYOUT_NCHW ||
-           (layout == GK_LAYOUT_NCHW8 && !im2col_ && s_.d.groups == 1 && 8 % cfg_.kernel->mr == 0);
+    if (layout == GK_LAYOUT_NCHW) return true;
+    return layout == GK_LAYOUT_NCHW8 && s_.d.groups == 1 && (pointwise_ || 8 % cfg_.kernel->mr == 0);
   }
 
   void run(const float* input, float* output) const override {
@@ -261,13 +299,7 @@ class GemmConv final : public Prepared {
         p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), g * s_.ocg);
         if (im2col_) {
           const PhaseImage pi(s_);
-          float* xs = scratch(ScratchSlot::ConvImage, pi.floats(s_.icg));
-          if (!xs) {
-            std::fprintf(stderr, "gemmkit: out of memory for the convolution input copy\n");
-            std::abort();
-          }
-          prepare_phase_image(s_, pi, x, xs, cfg_.kernel->simd);
-          const Im2colPacker b(s_, pi, xs, cfg_.kernel->simd);
+          const Im2colPacker b(s_, pi, prepare_phase_image(s_, pi, x, false, cfg_.kernel->simd), cfg_.kernel->simd);
           p.b = &b;
           gemm_packed(p, cfg_, threads);
         } else {
@@ -301,23 +333,34 @@ class GemmConv final : public Prepared {
     return xs;
   }
 
-  // NCHW8 in and out: per image one GEMM, then the padding channels of the last block
-  // zeroed (the layout's convention; the GEMM writes only real rows).
+  // NCHW8 in and out: per image one GEMM (or the pointwise kernels), then the padding
+  // channels of the last block zeroed (the layout's convention; the GEMM writes only real rows).
   void run_blocked(const float* input, float* output) const {
     const gk_conv_desc& d = s_.d;
     const int64_t pixels = s_.pixels(), in_blocks = (d.in_channels + 7) / 8, out_blocks = (d.out_channels + 7) / 8;
     const int threads = threads_for(2.0 * s_.ocg * pixels * s_.k_gemm);
     for (int64_t n = 0; n < d.batch; ++n) {
-      const int64_t in_pixels = d.in_height * d.in_width;
-      const BlockedImageB b(subsampled(input + n * in_blocks * in_pixels * 8, in_blocks, 8), pixels,
-                            cfg_.kernel->simd);
+      const float* x = input + n * in_blocks * d.in_height * d.in_width * 8;
       float* y = output + n * out_blocks * pixels * 8;
+      if (pointwise_) {
+        pointwise_->run(x, y, threads);
+        continue;
+      }
       GemmProblem p;
       p.m = s_.ocg, p.n = pixels, p.k = s_.k_gemm, p.alpha = 1.0f, p.beta = 0.0f;
-      p.a = packed_[0].get(), p.b = &b;
+      p.a = packed_[0].get();
       p.c = y, p.c_block_stride = pixels * 8;
       p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), 0);
-      gemm_packed(p, cfg_, threads);
+      if (im2col_) {
+        const PhaseImage pi(s_);
+        const Im2colPacker b(s_, pi, prepare_phase_image(s_, pi, x, true, cfg_.kernel->simd), cfg_.kernel->simd);
+        p.b = &b;
+        gemm_packed(p, cfg_, threads);
+      } else {
+        const BlockedImageB b(subsampled(x, in_blocks, 8), pixels, cfg_.kernel->simd);
+        p.b = &b;
+        gemm_packed(p, cfg_, threads);
+      }
       if (d.out_channels % 8)
         for (int64_t q = 0; q < pixels; ++q)
           for (int64_t l = d.out_channels % 8; l < 8; ++l) y[((out_blocks - 1) * pixels + q) * 8 + l] = 0.0f;
@@ -329,6 +372,7 @@ class GemmConv final : public Prepared {
   KernelConfig cfg_;  // the kernel the weights were packed for, whatever is active later
   std::vector<float> bias_;
   std::vector<std::unique_ptr<PackedA>> packed_;
+  std::unique_ptr<PointwiseNchw8> pointwise_;  // NCHW8 plans where the ISA has pointwise kernels
 };
 
 std::unique_ptr<Prepared> prepare_gemm(const Shape& s, const float* w, const float* b, bool im2col,

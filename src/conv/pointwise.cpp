@@ -1,0 +1,232 @@
+// Ungrouped NCHW8 convolution on the ISA's pointwise kernels; see pointwise.h.
+//
+// Work is cut in two: panels of output channels are grouped so that a group's packed
+// weights take at most half of L2, and pixels into chunks (the input a chunk reads stays
+// in L1 when read in place; an im2col chunk takes at most a quarter of L2). A work item is
+// (panel group, pixel chunk): for each panel of the group the kernel walks the chunk MR
+// pixels at a time, so a chunk's input is read from cache by every panel and a group's
+// weights from L2 by every chunk. Items are shared between threads in contiguous ranges,
+// group-major, so a thread keeps one group's weights while it walks its chunks.
+#include "conv/pointwise.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <omp.h>
+
+#include "common/runtime.h"
+#include "gemm/partition.h"
+
+namespace gk {
+namespace conv {
+namespace {
+
+int64_t l1_bytes() { return cpu().l1d_bytes >= (16 << 10) ? cpu().l1d_bytes : (32 << 10); }
+int64_t l2_bytes() { return cpu().l2_bytes >= (64 << 10) ? cpu().l2_bytes : (256 << 10); }
+bool in_place(const Shape& s) {
+  const gk_conv_desc& d = s.d;
+  return d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 && !d.pad_top && !d.pad_left &&
+         !d.pad_bottom && !d.pad_right;
+}
+// Row k of the packed weights for (tap, input channel c): k = tap * channel_stride + c.
+// Up to 7 channels (an RGB stem) pack densely (27 rows for 3x3x3, gathered a float at a
+// time); more are padded to whole 8-channel blocks, so each tap of a pixel copies whole
+// vectors (and a 3-channel stem does not run 72 rows).
+int64_t channel_stride(const Shape& s) { return s.d.in_channels < 8 ? s.d.in_channels : round_up(s.d.in_channels, 8); }
+int64_t weight_rows(const Shape& s) {
+  return in_place(s) ? s.d.in_channels : s.d.kernel_h * s.d.kernel_w * channel_stride(s);
+}
+constexpr int64_t kMaxPanelWidth = 24;
+
+}  // namespace
+
+bool PointwiseNchw8::usable(const KernelInfo& kernel, const Shape& s) {
+  return kernel.pointwise[0].fn && s.d.groups == 1 && weight_rows(s) * kMaxPanelWidth * 4 <= l2_bytes() / 2;
+}
+
+bool PointwiseNchw8::gathers() const { return !in_place(s_); }
+
+PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const float* weights, const float* bias)
+    : s_(s), has_bias_(bias != nullptr) {
+  const gk_conv_desc& d = s.d;
+  activation_ = static_cast<int>(make_epilogue(s, nullptr, 0).act);
+  in_blocks_ = ceil_div(d.in_channels, 8);
+  taps_ = d.kernel_h * d.kernel_w;
+  k_rows_ = weight_rows(s);
+  channel_stride_ = channel_stride(s);
+  // Panels: the widest kernel while it fits, then narrower ones; a last 8 after 24s
+  // becomes 16 + 16 (two 12-accumulator tiles rather than a 6-accumulator one).
+  const int64_t padded = round_up(d.out_channels, 8);
+  auto widest = [&](int64_t left) -> const KernelInfo::Pointwise* {
+    for (const KernelInfo::Pointwise& k : kernel.pointwise)
+      if (k.fn && k.nr <= left && !(k.nr == 24 && left == 32)) return &k;
+    for (const KernelInfo::Pointwise& k : kernel.pointwise)  // an ISA without 16-wide ones
+      if (k.fn && k.nr <= left) return &k;
+    return nullptr;
+  };
+  for (int64_t oc0 = 0; oc0 < padded;) {
+    const KernelInfo::Pointwise* k = widest(padded - oc0);
+    if (!k) break;  // the narrowest kernel is 8 wide: unreachable
+    panels_.push_back({oc0, static_cast<int64_t>(w_.size()), k->mr, k->nr, k->fn});
+    w_.resize(w_.size() + static_cast<size_t>(k_rows_ * k->nr), 0.0f);
+    float* w = w_.data() + panels_.back().weights;
+    // Row r of the panel: input channel r (in place), or (tap, channel) as channel_stride().
+    for (int64_t r = 0; r < k_rows_; ++r) {
+      const int64_t c = gathers() ? r % channel_stride_ : r, tap = gathers() ? r / channel_stride_ : 0;
+      if (c >= d.in_channels) continue;
+      for (int j = 0; j < k->nr && oc0 + j < d.out_channels; ++j)
+        w[r * k->nr + j] = weights[((oc0 + j) * d.in_channels + c) * taps_ + tap];
+    }
+    oc0 += k->nr;
+  }
+  bias_.assign(static_cast<size_t>(padded), 0.0f);
+  if (bias) std::copy(bias, bias + d.out_channels, bias_.begin());
+
+  int64_t group_bytes = 0;
+  for (size_t p = 0; p < panels_.size(); ++p) {
+    const int64_t bytes = k_rows_ * panels_[p].nr * 4;
+    if (group_bytes > 0 && group_bytes + bytes > l2_bytes() / 2) {
+      group_end_.push_back(static_cast<int64_t>(p));
+      group_bytes = 0;
+    }
+    group_bytes += bytes;
+  }
+  group_end_.push_back(static_cast<int64_t>(panels_.size()));
+  // A multiple of 12 pixels, so both the 4- and the 6-pixel kernels tile a chunk exactly.
+  const int64_t budget = gathers() ? l2_bytes() / 4 : l1_bytes() / 2;
+  chunk_pixels_ = std::clamp<int64_t>(budget / (round_up(k_rows_, 8) * 4) / 12 * 12, 12, 480);
+}
+
+// The staged partial output tile (at most 24 channels x 6 pixels), then the im2col chunk,
+// or for an image read in place its staged partial tile (6 pixels of every block).
+constexpr int64_t kStagedOutput = kMaxPanelWidth * 6;
+int64_t PointwiseNchw8::workspace_floats() const {
+  return kStagedOutput + (gathers() ? round_up(k_rows_, 8) * chunk_pixels_ : in_blocks_ * 6 * 8);
+}
+
+// The im2col rows of pixels [p0, p0 + count) into dst[row block][pixel][8] (chunk_pixels_
+// pixels per row block; row k = tap * channel_stride_ + c is lane k % 8 of block k / 8;
+// the pixels past `count`, the padding and the lanes past the last channel are zero).
+// Pixels go in runs along an output row: for one tap a run reads one input row, the
+// columns inside it contiguous at stride 1 (one copy per run and channel block).
+void PointwiseNchw8::gather_chunk(const float* x, int64_t p0, int64_t count, float* dst) const {
+  const gk_conv_desc& d = s_.d;
+  const int64_t row_blocks = ceil_div(k_rows_, 8), plane = d.in_height * d.in_width * 8;
+  const bool dense = channel_stride_ % 8 != 0;
+  std::memset(dst, 0, static_cast<size_t>(row_blocks * chunk_pixels_ * 8) * 4);
+  for (int64_t t = 0; t < count;) {
+    const int64_t p = p0 + t, oh = p / s_.ow, ow0 = p % s_.ow, len = std::min(count - t, s_.ow - ow0);
+    for (int64_t tap = 0; tap < taps_; ++tap) {
+      const int64_t ih = oh * d.stride_h - d.pad_top + tap / d.kernel_w * d.dilation_h;
+      if (ih < 0 || ih >= d.in_height) continue;
+      // Output columns [lo, hi) of the run read input columns iw = ow * stride + off inside the row.
+      const int64_t off = tap % d.kernel_w * d.dilation_w - d.pad_left;
+      const int64_t lo = std::max(ow0, ceil_div(std::max<int64_t>(0, -off), d.stride_w));
+      const int64_t hi = std::min(ow0 + len, d.in_width - off <= 0 ? 0 : ceil_div(d.in_width - off, d.stride_w));
+      if (lo >= hi) continue;
+      const float* row = x + (ih * d.in_width + lo * d.stride_w + off) * 8;
+      const int64_t at = t + lo - ow0;  // chunk pixel of column lo
+      if (dense) {  // one float per (tap, channel): row k of pixel i is lane k % 8 of block k / 8
+        for (int64_t c = 0; c < d.in_channels; ++c) {
+          const int64_t k = tap * channel_stride_ + c;
+          float* out = dst + ((k / 8) * chunk_pixels_ + at) * 8 + k % 8;
+          for (int64_t i = 0; i < hi - lo; ++i) out[i * 8] = row[i * d.stride_w * 8 + c];
+        }
+        continue;
+      }
+      for (int64_t b = 0; b < in_blocks_; ++b) {
+        float* out = dst + ((tap * in_blocks_ + b) * chunk_pixels_ + at) * 8;
+        const float* src = row + b * plane;
+        const int64_t lanes = std::min<int64_t>(8, d.in_channels - b * 8);
+        if (d.stride_w == 1 && lanes == 8) {
+          std::memcpy(out, src, static_cast<size_t>((hi - lo) * 8) * 4);
+        } else {
+          for (int64_t i = 0; i < hi - lo; ++i)
+            for (int64_t l = 0; l < lanes; ++l) out[i * 8 + l] = src[i * d.stride_w * 8 + l];
+        }
+      }
+    }
+    t += len;
+  }
+}
+
+// MR pixels from p0 of one panel, the input a[(row block)][pixel][8] with a_stride floats
+// between row blocks, from the tile's first pixel. A tile that runs past the last pixel
+// has its input staged (read in place: copied into a zero-padded MR-pixel image; an im2col
+// chunk is zero-padded already) and its output too, and the real pixels copied out (the
+// kernel reads and writes whole tiles).
+void PointwiseNchw8::run_tile(const Panel& p, const float* a, int64_t a_stride, float* y, int64_t p0,
+                              float* stage) const {
+  const int64_t pixels = s_.pixels();
+  gk_pointwise_args args;
+  args.w = w_.data() + p.weights;
+  args.full_blocks = k_rows_ / 8;
+  args.tail_channels = k_rows_ % 8;
+  args.bias = has_bias_ ? bias_.data() + p.oc0 : nullptr;
+  args.activation = activation_;
+  args.x = a, args.x_block_stride = a_stride;
+  float* out = y + (p.oc0 / 8) * pixels * 8 + p0 * 8;
+  if (p0 + p.mr <= pixels) {
+    args.y = out, args.y_block_stride = pixels * 8;
+    p.fn(&args);
+    return;
+  }
+  const int64_t real = pixels - p0, tile = p.mr * 8;
+  float* ys = stage;
+  if (!gathers()) {  // the MR-pixel image
+    float* xs = stage + kStagedOutput;
+    for (int64_t b = 0; b < in_blocks_; ++b) {
+      std::memcpy(xs + b * tile, a + b * a_stride, static_cast<size_t>(real * 8) * 4);
+      std::memset(xs + b * tile + real * 8, 0, static_cast<size_t>(tile - real * 8) * 4);
+    }
+    args.x = xs, args.x_block_stride = tile;
+  }
+  args.y = ys, args.y_block_stride = tile;
+  p.fn(&args);
+  for (int j = 0; j < p.nr / 8; ++j)
+    std::memcpy(out + j * pixels * 8, ys + j * tile, static_cast<size_t>(real * 8) * 4);
+}
+
+void PointwiseNchw8::run(const float* x, float* y, int threads) const {
+  const int64_t pixels = s_.pixels();
+  const int64_t groups = static_cast<int64_t>(group_end_.size()), chunks = ceil_div(pixels, chunk_pixels_);
+  const int64_t items = groups * chunks;
+  threads = static_cast<int>(std::min<int64_t>(threads, items));
+  if (threads > 1) note_parallel_region();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* work = scratch(ScratchSlot::ConvRow, workspace_floats());
+    if (!work) {
+      std::fprintf(stderr, "gemmkit: out of memory for the pointwise workspace\n");
+      std::abort();
+    }
+    float* chunk = work + kStagedOutput;
+    const Range r = share(items, omp_get_thread_num(), omp_get_num_threads(), 1, items);
+    for (int64_t item = r.begin; item < r.end; ++item) {
+      const int64_t g = item / chunks, c0 = item % chunks * chunk_pixels_;
+      const int64_t c1 = std::min(pixels, c0 + chunk_pixels_);
+      if (gathers()) gather_chunk(x, c0, c1 - c0, chunk);
+      for (int64_t pi = g ? group_end_[static_cast<size_t>(g - 1)] : 0; pi < group_end_[static_cast<size_t>(g)]; ++pi) {
+        const Panel& p = panels_[static_cast<size_t>(pi)];
+        for (int64_t p0 = c0; p0 < c1; p0 += p.mr) {
+          if (gathers()) {
+            run_tile(p, chunk + (p0 - c0) * 8, chunk_pixels_ * 8, y, p0, work);
+          } else {
+            run_tile(p, x + p0 * 8, pixels * 8, y, p0, work);
+          }
+        }
+      }
+    }
+  }
+  const gk_conv_desc& d = s_.d;
+  if (d.out_channels % 8) {
+    float* last = y + (ceil_div(d.out_channels, 8) - 1) * pixels * 8;
+    for (int64_t q = 0; q < pixels; ++q)
+      for (int64_t l = d.out_channels % 8; l < 8; ++l) last[q * 8 + l] = 0.0f;
+  }
+}
+
+}  // namespace conv
+}  // namespace gk

@@ -1,0 +1,60 @@
+// Ungrouped convolutions on NCHW8 tensors on the ISA's pointwise kernels (KernelInfo::
+// pointwise): MR pixels x NR output channels per call, the input broadcast from a blocked
+// image ([channel block][pixel][8]) and vectors of 8 output channels stored straight into
+// the NCHW8 output (src/arch/x86_64/pointwise_avx2.inc).
+//  - 1x1, stride 1: the kernels read the input image itself (nothing is copied).
+//  - any other kernel, stride, padding or dilation: im2col, a pixel chunk at a time, into a
+//    blocked buffer whose "channels" are (tap, input channel): each tap of a pixel copies
+//    whole 8-channel vectors (a run of pixels along an input row is one copy), so building
+//    a chunk costs a vector copy per (tap, channel block, pixel) against 8 x NR FMAs.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "arch/ukernel.h"
+#include "conv/conv.h"
+
+namespace gk {
+namespace conv {
+
+class PointwiseNchw8 {
+ public:
+  // Whether `kernel` has pointwise kernels and they serve `s` (ungrouped; the im2col
+  // chunk's packed weights of one panel fit in half of L2). Else gemm_1x1 / im2col_gemm
+  // run NCHW8 as GEMMs with B packed from the blocked image.
+  static bool usable(const KernelInfo& kernel, const Shape& s);
+
+  // weights: OIHW; bias: nullptr or out_channels.
+  PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const float* weights, const float* bias);
+
+  // One image, x and y NCHW8; the padding channels of y's last block are zeroed.
+  void run(const float* x, float* y, int threads) const;
+  // Workspace per thread (the im2col chunk, the staged partial output tile), in floats.
+  int64_t workspace_floats() const;
+
+ private:
+  // NR output channels from oc0 on, computed by `fn` MR pixels at a time; its weights are
+  // k_rows_ rows of NR floats from w_[weights].
+  struct Panel {
+    int64_t oc0, weights;
+    int mr, nr;
+    gk_pointwise_fn fn;
+  };
+  bool gathers() const;  // im2col chunks (else the image is read in place)
+  void gather_chunk(const float* x, int64_t p0, int64_t count, float* dst) const;
+  void run_tile(const Panel& p, const float* a, int64_t a_stride, float* y, int64_t p0, float* stage) const;
+
+  Shape s_;
+  int activation_;
+  bool has_bias_;
+  int64_t in_blocks_, taps_;
+  int64_t k_rows_;          // rows of a panel's weights: in_channels, or taps x channel_stride_
+  int64_t channel_stride_;  // im2col rows per tap: in_channels below 8, else whole blocks
+  std::vector<Panel> panels_;
+  std::vector<int64_t> group_end_;  // panels [group_end_[g-1], group_end_[g]) share L2
+  int64_t chunk_pixels_;            // pixels per work item (a multiple of every MR)
+  std::vector<float> w_, bias_;     // bias_ padded to the panels' width
+};
+
+}  // namespace conv
+}  // namespace gk
