@@ -140,7 +140,9 @@ TEST(MicroKernel, EpilogueBiasAndActivations) {
 
 // The pointwise NCHW8 kernels (KernelInfo::pointwise, where an ISA has them) on their own:
 // channel counts around the 8-channel blocks (the partial block's loop), block strides
-// larger than the tile, bias or none, each activation; the output's other pixels and
+// larger than the tile, the input NCHW8 (pixel stride 8) or pixel-major (block stride 8,
+// pixel stride past the channels: the dense im2col chunk), bias or none, each
+// activation; the output's other pixels and
 // channel blocks (NaN sentinels) must stay untouched. Partial pixel tiles are staged by
 // gemm_1x1 (Conv.Gemm1x1BlockedInPlace checks them).
 TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
@@ -151,17 +153,19 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
       const int mr = pw.mr, nr = pw.nr;
       const int64_t pixels = mr + 3;  // block strides: the tile is pixels [1, 1 + mr)
       for (int64_t channels : {1, 2, 7, 8, 9, 16, 23, 67}) {
+       for (bool pixel_major : {false, true}) {
         const int64_t blocks = (channels + 7) / 8;
-        const std::vector<float> x = gktest::random_vector(size_t(blocks * pixels * 8), 3, -2, 2);
+        const int64_t block_stride = pixel_major ? 8 : pixels * 8, pixel_stride = pixel_major ? blocks * 8 + 3 : 8;
+        const std::vector<float> x = gktest::random_vector(size_t(blocks * pixels * 8 + pixels * pixel_stride), 3, -2, 2);
         const std::vector<float> w = gktest::random_vector(size_t(channels * nr), 4, -2, 2);
         const std::vector<float> bias = gktest::random_vector(size_t(nr), 5, -3, 3);
         for (int act = 0; act <= 2; ++act) {
           for (bool with_bias : {false, true}) {
             std::vector<float> y(size_t(nr / 8 * pixels * 8), gktest::kNaN);
             gk_pointwise_args a;
-            a.x = x.data() + 8, a.w = w.data(), a.y = y.data() + 8;
+            a.x = x.data() + pixel_stride, a.w = w.data(), a.y = y.data() + 8;
             a.full_blocks = channels / 8, a.tail_channels = channels % 8;
-            a.x_block_stride = pixels * 8, a.y_block_stride = pixels * 8;
+            a.x_block_stride = block_stride, a.x_pixel_stride = pixel_stride, a.y_block_stride = pixels * 8;
             a.bias = with_bias ? bias.data() : nullptr, a.activation = act;
             pw.fn(&a);
             for (int jb = 0; jb < nr / 8; ++jb) {
@@ -175,11 +179,12 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
                   const int j = jb * 8 + l;
                   double v = with_bias ? bias[size_t(j)] : 0.0;
                   for (int64_t c = 0; c < channels; ++c)
-                    v += double(x[size_t(((c / 8) * pixels + q) * 8 + c % 8)]) * w[size_t(c * nr + j)];
+                    v += double(x[size_t((c / 8) * block_stride + q * pixel_stride + c % 8)]) * w[size_t(c * nr + j)];
                   if (act >= 1) v = std::max(v, 0.0);
                   if (act == 2) v = std::min(v, 6.0);
                   ASSERT_NEAR(got, v, 1e-4 * (1 + channels))
-                      << ker.name << " pointwise " << mr << "x" << nr << " C=" << channels << " pixel " << q
+                      << ker.name << " pointwise " << mr << "x" << nr << " C=" << channels << " pixel_major "
+                      << pixel_major << " pixel " << q
                       << " oc " << j << " act " << act;
                 }
               }
@@ -187,6 +192,7 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
             ++tested;
           }
         }
+       }
       }
     }
   });

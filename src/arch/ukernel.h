@@ -32,10 +32,11 @@ typedef void (*gk_ukernel_fn)(const gk_ukernel_args* args);
 
 // Pointwise (1x1) convolution kernels on NCHW8 tensors (src/arch/x86_64/pointwise_avx2.inc):
 //   y[pixel i][oc j] = act(bias[j] + sum_c x[pixel i][c] * w[c][j]),  i < MR, j < NR
-// x points at pixel 0 of channel block 0 (channel c at (c / 8) * x_block_stride + 8 * i +
-// c % 8 floats); w is C rows of NR floats (packed at plan time); y points at pixel 0 of the
-// first of NR / 8 output channel blocks, y_block_stride floats apart. MR pixels are read
-// and written: the caller stages a partial pixel tile.
+// x points at pixel 0 of channel block 0 (channel c of pixel i at (c / 8) * x_block_stride
+// + i * x_pixel_stride + c % 8 floats: 8 in an NCHW8 image); w is C rows of NR floats
+// (packed at plan time); y points at pixel 0 of the first of NR / 8 output channel blocks
+// (NCHW8: pixel i at 8 * i), y_block_stride floats apart. MR pixels are read and written:
+// the caller stages a partial pixel tile.
 struct gk_pointwise_args {
   const float* x;          // 0
   const float* w;          // 8
@@ -46,6 +47,7 @@ struct gk_pointwise_args {
   int64_t y_block_stride;  // 48 (floats)
   const float* bias;       // 56: nullptr, or NR floats
   int32_t activation;      // 64: as gk_ukernel_args
+  int64_t x_pixel_stride;  // 72 (floats)
 };
 typedef void (*gk_pointwise_fn)(const gk_pointwise_args* args);
 }

@@ -19,6 +19,14 @@
 #include "common/runtime.h"
 #include "gemm/partition.h"
 
+// The copies below run only beside pointwise kernels, which exist only in AVX2 kernel
+// entries on x86-64: compiled for AVX2 there, a 32-byte copy is one load and one store.
+#if defined(__x86_64__)
+#define GK_POINTWISE_TARGET __attribute__((target("avx2")))
+#else
+#define GK_POINTWISE_TARGET
+#endif
+
 namespace gk {
 namespace conv {
 namespace {
@@ -42,8 +50,15 @@ constexpr int64_t kMaxPanelWidth = 24;
 
 }  // namespace
 
+// In place, each panel's weights must fit half of L2 (they are read from there by every
+// tile). An im2col chunk is gathered once per panel group, so there all the weights must
+// (one group): with a group per panel, 3x3 stride-2 layers over 256 channels ran at half
+// the GEMM's speed (ResNet-50 layer3.0.conv2, 6.6 vs 3.4 ms), gathering each chunk 11
+// times and streaming a 221 KiB panel from L2 for every 4 pixels.
 bool PointwiseNchw8::usable(const KernelInfo& kernel, const Shape& s) {
-  return kernel.pointwise[0].fn && s.d.groups == 1 && weight_rows(s) * kMaxPanelWidth * 4 <= l2_bytes() / 2;
+  if (!kernel.pointwise[0].fn || s.d.groups != 1) return false;
+  const int64_t columns = in_place(s) ? kMaxPanelWidth : round_up(s.d.out_channels, 8);
+  return weight_rows(s) * columns * 4 <= l2_bytes() / 2;
 }
 
 bool PointwiseNchw8::gathers() const { return !in_place(s_); }
@@ -103,7 +118,22 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
 // or for an image read in place its staged partial tile (6 pixels of every block).
 constexpr int64_t kStagedOutput = kMaxPanelWidth * 6;
 int64_t PointwiseNchw8::workspace_floats() const {
-  return kStagedOutput + (gathers() ? round_up(k_rows_, 8) * chunk_pixels_ : in_blocks_ * 6 * 8);
+  return kStagedOutput + (gathers() ? chunk_floats() : in_blocks_ * 6 * 8);
+}
+
+// In place: the image (blocks of `pixels` pixels of 8 floats); im2col: the chunk's row
+// blocks, or for a dense chunk its pixel rows.
+PointwiseNchw8::Strides PointwiseNchw8::strides() const {
+  if (!gathers()) return {s_.pixels() * 8, 8};
+  if (dense()) return {8, dense_row_floats()};
+  return {chunk_pixels_ * 8, 8};
+}
+
+bool PointwiseNchw8::dense() const { return gathers() && channel_stride_ % 8 != 0; }
+// A dense pixel's rows, with room for the last tap's 8-lane copy.
+int64_t PointwiseNchw8::dense_row_floats() const { return round_up(k_rows_ + 8, 8); }
+int64_t PointwiseNchw8::chunk_floats() const {
+  return chunk_pixels_ * (dense() ? dense_row_floats() : round_up(k_rows_, 8));
 }
 
 // The im2col rows of pixels [p0, p0 + count) into dst[row block][pixel][8] (chunk_pixels_
@@ -111,10 +141,10 @@ int64_t PointwiseNchw8::workspace_floats() const {
 // the pixels past `count`, the padding and the lanes past the last channel are zero).
 // Pixels go in runs along an output row: for one tap a run reads one input row, the
 // columns inside it contiguous at stride 1 (one copy per run and channel block).
-void PointwiseNchw8::gather_chunk(const float* x, int64_t p0, int64_t count, float* dst) const {
+GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0, int64_t count, float* dst) const {
+  if (dense()) return gather_chunk_dense(x, p0, count, dst);
   const gk_conv_desc& d = s_.d;
   const int64_t row_blocks = ceil_div(k_rows_, 8), plane = d.in_height * d.in_width * 8;
-  const bool dense = channel_stride_ % 8 != 0;
   std::memset(dst, 0, static_cast<size_t>(row_blocks * chunk_pixels_ * 8) * 4);
   for (int64_t t = 0; t < count;) {
     const int64_t p = p0 + t, oh = p / s_.ow, ow0 = p % s_.ow, len = std::min(count - t, s_.ow - ow0);
@@ -128,14 +158,6 @@ void PointwiseNchw8::gather_chunk(const float* x, int64_t p0, int64_t count, flo
       if (lo >= hi) continue;
       const float* row = x + (ih * d.in_width + lo * d.stride_w + off) * 8;
       const int64_t at = t + lo - ow0;  // chunk pixel of column lo
-      if (dense) {  // one float per (tap, channel): row k of pixel i is lane k % 8 of block k / 8
-        for (int64_t c = 0; c < d.in_channels; ++c) {
-          const int64_t k = tap * channel_stride_ + c;
-          float* out = dst + ((k / 8) * chunk_pixels_ + at) * 8 + k % 8;
-          for (int64_t i = 0; i < hi - lo; ++i) out[i * 8] = row[i * d.stride_w * 8 + c];
-        }
-        continue;
-      }
       for (int64_t b = 0; b < in_blocks_; ++b) {
         float* out = dst + ((tap * in_blocks_ + b) * chunk_pixels_ + at) * 8;
         const float* src = row + b * plane;
@@ -152,12 +174,42 @@ void PointwiseNchw8::gather_chunk(const float* x, int64_t p0, int64_t count, flo
   }
 }
 
-// MR pixels from p0 of one panel, the input a[(row block)][pixel][8] with a_stride floats
-// between row blocks, from the tile's first pixel. A tile that runs past the last pixel
-// has its input staged (read in place: copied into a zero-padded MR-pixel image; an im2col
-// chunk is zero-padded already) and its output too, and the real pixels copied out (the
-// kernel reads and writes whole tiles).
-void PointwiseNchw8::run_tile(const Panel& p, const float* a, int64_t a_stride, float* y, int64_t p0,
+// Under 8 input channels (an RGB stem) the chunk is pixel-major instead, dst[pixel][row]
+// (dense_row_floats() apart; the kernel takes the pixel stride): a pixel's rows are built
+// by one 8-lane copy per tap at tap * C, each overwriting the previous one's extra lanes
+// (the last one's land past k_rows_, which the kernel never reads), so the im2col costs
+// one vector copy per tap and pixel rather than C scalar ones (scattered into 8-row blocks
+// it took 45% of a stem's time).
+GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk_dense(const float* x, int64_t p0, int64_t count,
+                                                             float* dst) const {
+  const gk_conv_desc& d = s_.d;
+  const int64_t c = d.in_channels, row_len = dense_row_floats();
+  static const float kZeros[8] = {};
+  for (int64_t i = 0, oh = p0 / s_.ow, ow = p0 % s_.ow; i < count; ++i) {
+    float* row = dst + i * row_len;
+    for (int64_t r = 0, tap = 0; r < d.kernel_h; ++r) {
+      const int64_t ih = oh * d.stride_h - d.pad_top + r * d.dilation_h;
+      const bool row_inside = ih >= 0 && ih < d.in_height;
+      // The row's input a few pixels ahead (the stem's input streams from L3 or memory and
+      // the hardware prefetcher lags these short strided reads).
+      if (row_inside) __builtin_prefetch(x + (ih * d.in_width + std::min(d.in_width - 1, ow * d.stride_w + 24)) * 8);
+      for (int64_t sx = 0; sx < d.kernel_w; ++sx, ++tap) {
+        const int64_t iw = ow * d.stride_w - d.pad_left + sx * d.dilation_w;
+        const bool inside = row_inside && iw >= 0 && iw < d.in_width;
+        std::memcpy(row + tap * c, inside ? x + (ih * d.in_width + iw) * 8 : kZeros, 32);
+      }
+    }
+    if (++ow == s_.ow) ow = 0, ++oh;
+  }
+  std::memset(dst + count * row_len, 0, static_cast<size_t>((chunk_pixels_ - count) * row_len) * 4);
+}
+
+// MR pixels from p0 of one panel, the input at `a` (the tile's first pixel) with the
+// chunk's strides (see Strides). A tile that runs past the last pixel has its input staged
+// (read in place: copied into a zero-padded MR-pixel image; an im2col chunk is zero-padded
+// already) and its output too, and the real pixels copied out (the kernel reads and writes
+// whole tiles).
+void PointwiseNchw8::run_tile(const Panel& p, const float* a, Strides st, float* y, int64_t p0,
                               float* stage) const {
   const int64_t pixels = s_.pixels();
   gk_pointwise_args args;
@@ -166,7 +218,7 @@ void PointwiseNchw8::run_tile(const Panel& p, const float* a, int64_t a_stride, 
   args.tail_channels = k_rows_ % 8;
   args.bias = has_bias_ ? bias_.data() + p.oc0 : nullptr;
   args.activation = activation_;
-  args.x = a, args.x_block_stride = a_stride;
+  args.x = a, args.x_block_stride = st.block, args.x_pixel_stride = st.pixel;
   float* out = y + (p.oc0 / 8) * pixels * 8 + p0 * 8;
   if (p0 + p.mr <= pixels) {
     args.y = out, args.y_block_stride = pixels * 8;
@@ -178,10 +230,10 @@ void PointwiseNchw8::run_tile(const Panel& p, const float* a, int64_t a_stride, 
   if (!gathers()) {  // the MR-pixel image
     float* xs = stage + kStagedOutput;
     for (int64_t b = 0; b < in_blocks_; ++b) {
-      std::memcpy(xs + b * tile, a + b * a_stride, static_cast<size_t>(real * 8) * 4);
+      std::memcpy(xs + b * tile, a + b * st.block, static_cast<size_t>(real * 8) * 4);
       std::memset(xs + b * tile + real * 8, 0, static_cast<size_t>(tile - real * 8) * 4);
     }
-    args.x = xs, args.x_block_stride = tile;
+    args.x = xs, args.x_block_stride = tile;  // pixel stride 8
   }
   args.y = ys, args.y_block_stride = tile;
   p.fn(&args);
@@ -208,15 +260,11 @@ void PointwiseNchw8::run(const float* x, float* y, int threads) const {
       const int64_t g = item / chunks, c0 = item % chunks * chunk_pixels_;
       const int64_t c1 = std::min(pixels, c0 + chunk_pixels_);
       if (gathers()) gather_chunk(x, c0, c1 - c0, chunk);
+      const Strides st = strides();
+      const float* a0 = gathers() ? chunk - c0 * st.pixel : x;  // pixel p at a0 + p * st.pixel
       for (int64_t pi = g ? group_end_[static_cast<size_t>(g - 1)] : 0; pi < group_end_[static_cast<size_t>(g)]; ++pi) {
         const Panel& p = panels_[static_cast<size_t>(pi)];
-        for (int64_t p0 = c0; p0 < c1; p0 += p.mr) {
-          if (gathers()) {
-            run_tile(p, chunk + (p0 - c0) * 8, chunk_pixels_ * 8, y, p0, work);
-          } else {
-            run_tile(p, x + p0 * 8, pixels * 8, y, p0, work);
-          }
-        }
+        for (int64_t p0 = c0; p0 < c1; p0 += p.mr) run_tile(p, a0 + p0 * st.pixel, st, y, p0, work);
       }
     }
   }

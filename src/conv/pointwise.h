@@ -40,9 +40,18 @@ class PointwiseNchw8 {
     int mr, nr;
     gk_pointwise_fn fn;
   };
+  // The kernel's input strides, floats: between 8-row blocks and between pixels.
+  struct Strides {
+    int64_t block, pixel;
+  };
   bool gathers() const;  // im2col chunks (else the image is read in place)
+  bool dense() const;    // under 8 input channels: pixel-major chunks
+  int64_t dense_row_floats() const;
+  int64_t chunk_floats() const;
+  Strides strides() const;
   void gather_chunk(const float* x, int64_t p0, int64_t count, float* dst) const;
-  void run_tile(const Panel& p, const float* a, int64_t a_stride, float* y, int64_t p0, float* stage) const;
+  void gather_chunk_dense(const float* x, int64_t p0, int64_t count, float* dst) const;
+  void run_tile(const Panel& p, const float* a, Strides st, float* y, int64_t p0, float* stage) const;
 
   Shape s_;
   int activation_;
