@@ -177,43 +177,51 @@ TEST(Conv, DepthwiseBothVectorizations) {
   }
 }
 
-// gemm_1x1 in NCHW8 runs in place (B packed from the blocked input, C tiles stored
-// blocked), strided ones from a subsampled copy: channels past the KC block (the C tiles accumulate, beta = 1), output channels
-// past the MC block and not a multiple of MR or 8, pixel counts not a multiple of 8, batch
-// 2, 1 and 2 threads; padding channels of the output stay zero (checked).
+// gemm_1x1 in NCHW8 runs in place, with each kernel forced: on the pointwise kernels
+// (AVX2; strided ones on im2col chunks), else as a GEMM with B packed from the blocked
+// input and C tiles stored blocked (strided ones from a subsampled copy): channels past
+// the KC block (the C tiles accumulate, beta = 1), output channels past the MC block and
+// not a multiple of MR or 8, pixel counts not a multiple of 8, batch 2, 1 and 2 threads;
+// padding channels of the output stay zero (checked).
 TEST(Conv, Gemm1x1BlockedInPlace) {
   struct Case { int64_t batch, c, h, w, k; };
   // Output channels 13, 203, 8, 64, 30: every pointwise panel width (24, 16, 8) and the
   // padding channels; pixel counts that leave partial (staged) tiles; 400 channels: more
-  // than one panel group and pixel chunk.
-  const Case cases[] = {{2, 20, 5, 7, 13}, {1, 400, 7, 9, 203}, {1, 8, 3, 3, 8}, {2, 33, 11, 6, 64}, {1, 17, 9, 5, 30}};
-  const int64_t strides[][2] = {{1, 1}, {2, 2}, {1, 1}, {2, 3}, {1, 1}};  // strided: the subsampled copy
+  // than one panel group and pixel chunk; 2805 channels: a panel's weights past half of
+  // L2, so K blocks accumulating in the output (the last one partial).
+  const Case cases[] = {{2, 20, 5, 7, 13}, {1, 400, 7, 9, 203}, {1, 8, 3, 3, 8},
+                        {2, 33, 11, 6, 64}, {1, 17, 9, 5, 30},  {1, 2805, 3, 5, 20}};
+  const int64_t strides[][2] = {{1, 1}, {2, 2}, {1, 1}, {2, 3}, {1, 1}, {1, 1}};  // strided: im2col chunks
   int i = 0;
-  for (int threads : {1, 2}) {
-    gk_set_num_threads(threads);
-    for (const Case& k : cases) {
-      if (gktest::quick() && k.c > 100) continue;
-      gk_conv_desc d;
-      gk_conv_desc_init(&d);
-      d.batch = k.batch, d.in_channels = k.c, d.in_height = k.h, d.in_width = k.w, d.out_channels = k.k;
-      d.kernel_h = d.kernel_w = 1;
-      d.stride_h = strides[&k - cases][0], d.stride_w = strides[&k - cases][1];
-      d.layout = GK_LAYOUT_NCHW8;
-      d.activation = gk_activation(i % 3);
-      SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
-      EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, uint32_t(700 + i)), GK_CONV_ALGO_GEMM_1X1),
-                "gemm_1x1");
-      ++i;
+  gktest::for_each_kernel([&](const gk::KernelInfo&) {
+    for (int threads : {1, 2}) {
+      gk_set_num_threads(threads);
+      for (const Case& k : cases) {
+        if (gktest::quick() && k.c > 100) continue;
+        gk_conv_desc d;
+        gk_conv_desc_init(&d);
+        d.batch = k.batch, d.in_channels = k.c, d.in_height = k.h, d.in_width = k.w, d.out_channels = k.k;
+        d.kernel_h = d.kernel_w = 1;
+        d.stride_h = strides[&k - cases][0], d.stride_w = strides[&k - cases][1];
+        d.layout = GK_LAYOUT_NCHW8;
+        d.activation = gk_activation(i % 3);
+        SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
+        EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, uint32_t(700 + i)), GK_CONV_ALGO_GEMM_1X1),
+                  "gemm_1x1");
+        ++i;
+      }
     }
-  }
+  });
   gk_set_num_threads(0);
 }
 
-// im2col_gemm on NCHW8 in place: on the pointwise kernels with im2col chunks (under 8
-// channels packed densely, more in whole blocks with the lanes past the last channel
-// masked), and the GEMM fallback when a panel's weights would not fit L2 (512 channels).
-// Kernels 3x3 and 7x7 (stems), 5x5, asymmetric padding, dilation, strides 2 and 3, more
-// than one pixel chunk and panel group, partial pixel tiles, each activation, 1 and 2 threads.
+// im2col_gemm on NCHW8 in place with each kernel forced (the AVX2 ones have pointwise
+// kernels; the others run GEMMs on a phase image built from the blocked input). Pointwise:
+// im2col chunks, under 8 channels pixel-major and dense, more in whole blocks with the
+// lanes past the last channel masked; weights past half of L2 (64 -> 256 and 512 -> 20
+// channels) in K blocks accumulating in the output, a chunk's panels split between
+// threads. Kernels 3x3 and 7x7 (stems), 5x5, asymmetric padding, dilation, strides 2 and
+// 3, more than one pixel chunk, partial pixel tiles, each activation, 1 and 2 threads.
 TEST(Conv, Im2colBlockedInPlace) {
   struct Case { int64_t batch, c, h, w, k, kh, kw, sh, sw, pt, pl, pb, pr, dil; };
   const Case cases[] = {
@@ -222,24 +230,26 @@ TEST(Conv, Im2colBlockedInPlace) {
       {1, 17, 12, 10, 40, 5, 5, 2, 3, 2, 2, 2, 2, 1},   {1, 9, 13, 13, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2},
       {1, 512, 5, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1}};
   int i = 0;
-  for (int threads : {1, 2}) {
-    gk_set_num_threads(threads);
-    for (const Case& k : cases) {
-      if (gktest::quick() && k.c > 100) continue;
-      gk_conv_desc d;
-      gk_conv_desc_init(&d);
-      d.batch = k.batch, d.in_channels = k.c, d.in_height = k.h, d.in_width = k.w, d.out_channels = k.k;
-      d.kernel_h = k.kh, d.kernel_w = k.kw, d.stride_h = k.sh, d.stride_w = k.sw;
-      d.pad_top = k.pt, d.pad_left = k.pl, d.pad_bottom = k.pb, d.pad_right = k.pr;
-      d.dilation_h = d.dilation_w = k.dil;
-      d.layout = GK_LAYOUT_NCHW8;
-      d.activation = gk_activation(i % 3);
-      SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
-      EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, uint32_t(900 + i)), GK_CONV_ALGO_IM2COL_GEMM),
-                "im2col_gemm");
-      ++i;
+  gktest::for_each_kernel([&](const gk::KernelInfo&) {
+    for (int threads : {1, 2}) {
+      gk_set_num_threads(threads);
+      for (const Case& k : cases) {
+        if (gktest::quick() && k.c > 100) continue;
+        gk_conv_desc d;
+        gk_conv_desc_init(&d);
+        d.batch = k.batch, d.in_channels = k.c, d.in_height = k.h, d.in_width = k.w, d.out_channels = k.k;
+        d.kernel_h = k.kh, d.kernel_w = k.kw, d.stride_h = k.sh, d.stride_w = k.sw;
+        d.pad_top = k.pt, d.pad_left = k.pl, d.pad_bottom = k.pb, d.pad_right = k.pr;
+        d.dilation_h = d.dilation_w = k.dil;
+        d.layout = GK_LAYOUT_NCHW8;
+        d.activation = gk_activation(i % 3);
+        SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
+        EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, uint32_t(900 + i)), GK_CONV_ALGO_IM2COL_GEMM),
+                  "im2col_gemm");
+        ++i;
+      }
     }
-  }
+  });
   gk_set_num_threads(0);
 }
 

@@ -142,7 +142,7 @@ TEST(MicroKernel, EpilogueBiasAndActivations) {
 // channel counts around the 8-channel blocks (the partial block's loop), block strides
 // larger than the tile, the input NCHW8 (pixel stride 8) or pixel-major (block stride 8,
 // pixel stride past the channels: the dense im2col chunk), bias or none, each
-// activation; the output's other pixels and
+// activation, accumulating into the output or not; the output's other pixels and
 // channel blocks (NaN sentinels) must stay untouched. Partial pixel tiles are staged by
 // gemm_1x1 (Conv.Gemm1x1BlockedInPlace checks them).
 TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
@@ -160,13 +160,18 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
         const std::vector<float> w = gktest::random_vector(size_t(channels * nr), 4, -2, 2);
         const std::vector<float> bias = gktest::random_vector(size_t(nr), 5, -3, 3);
         for (int act = 0; act <= 2; ++act) {
-          for (bool with_bias : {false, true}) {
+          for (int mode = 0; mode < 4; ++mode) {
+            const bool with_bias = mode & 1, accumulate = mode & 2;
             std::vector<float> y(size_t(nr / 8 * pixels * 8), gktest::kNaN);
+            for (int jb = 0; jb < nr / 8 && accumulate; ++jb)  // the tile's partial sums
+              for (int64_t q = 1; q <= mr; ++q)
+                for (int l = 0; l < 8; ++l) y[size_t((jb * pixels + q) * 8 + l)] = float(jb * 8 + l - q) * 0.25f;
+            const std::vector<float> y0 = y;
             gk_pointwise_args a;
             a.x = x.data() + pixel_stride, a.w = w.data(), a.y = y.data() + 8;
             a.full_blocks = channels / 8, a.tail_channels = channels % 8;
             a.x_block_stride = block_stride, a.x_pixel_stride = pixel_stride, a.y_block_stride = pixels * 8;
-            a.bias = with_bias ? bias.data() : nullptr, a.activation = act;
+            a.bias = with_bias ? bias.data() : nullptr, a.activation = act, a.accumulate = accumulate;
             pw.fn(&a);
             for (int jb = 0; jb < nr / 8; ++jb) {
               for (int64_t q = 0; q < pixels; ++q) {
@@ -177,14 +182,14 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
                     continue;
                   }
                   const int j = jb * 8 + l;
-                  double v = with_bias ? bias[size_t(j)] : 0.0;
+                  double v = (with_bias ? bias[size_t(j)] : 0.0) + (accumulate ? y0[size_t((jb * pixels + q) * 8 + l)] : 0.0);
                   for (int64_t c = 0; c < channels; ++c)
                     v += double(x[size_t((c / 8) * block_stride + q * pixel_stride + c % 8)]) * w[size_t(c * nr + j)];
                   if (act >= 1) v = std::max(v, 0.0);
                   if (act == 2) v = std::min(v, 6.0);
                   ASSERT_NEAR(got, v, 1e-4 * (1 + channels))
                       << ker.name << " pointwise " << mr << "x" << nr << " C=" << channels << " pixel_major "
-                      << pixel_major << " pixel " << q
+                      << pixel_major << " accumulate " << accumulate << " pixel " << q
                       << " oc " << j << " act " << act;
                 }
               }

@@ -35,8 +35,10 @@ typedef void (*gk_ukernel_fn)(const gk_ukernel_args* args);
 // x points at pixel 0 of channel block 0 (channel c of pixel i at (c / 8) * x_block_stride
 // + i * x_pixel_stride + c % 8 floats: 8 in an NCHW8 image); w is C rows of NR floats
 // (packed at plan time); y points at pixel 0 of the first of NR / 8 output channel blocks
-// (NCHW8: pixel i at 8 * i), y_block_stride floats apart. MR pixels are read and written:
-// the caller stages a partial pixel tile.
+// (NCHW8: pixel i at 8 * i), y_block_stride floats apart; with `accumulate` the tile
+// already there is added to the sum (a K-blocked convolution passes bias and activation
+// with its last block only). MR pixels are read and written: the caller stages a partial
+// pixel tile.
 struct gk_pointwise_args {
   const float* x;          // 0
   const float* w;          // 8
@@ -48,6 +50,7 @@ struct gk_pointwise_args {
   const float* bias;       // 56: nullptr, or NR floats
   int32_t activation;      // 64: as gk_ukernel_args
   int64_t x_pixel_stride;  // 72 (floats)
+  int32_t accumulate;      // 80: non-zero: the output tile is added in (before bias and activation)
 };
 typedef void (*gk_pointwise_fn)(const gk_pointwise_args* args);
 }

@@ -48,17 +48,21 @@ int64_t weight_rows(const Shape& s) {
 }
 constexpr int64_t kMaxPanelWidth = 24;
 
+// Whether the weights are small enough to be read whole by every chunk: in place, each
+// panel's must fit half of L2 (they are read from there by every tile); an im2col chunk is
+// gathered once per panel group, so there all of them must (one group). Else the rows are
+// cut into K blocks (Goto's order, see run()): with a group per panel, 3x3 stride-2 layers
+// over 256 channels ran at half the GEMM's speed (ResNet-50 layer3.0.conv2, 6.6 vs 3.4
+// ms), gathering each chunk 11 times and streaming a 221 KiB panel from L2 per 4 pixels.
+bool weights_fit(const Shape& s) {
+  const int64_t columns = in_place(s) ? kMaxPanelWidth : round_up(s.d.out_channels, 8);
+  return weight_rows(s) * columns * 4 <= l2_bytes() / 2 || (!in_place(s) && s.d.in_channels < 8);
+}
+
 }  // namespace
 
-// In place, each panel's weights must fit half of L2 (they are read from there by every
-// tile). An im2col chunk is gathered once per panel group, so there all the weights must
-// (one group): with a group per panel, 3x3 stride-2 layers over 256 channels ran at half
-// the GEMM's speed (ResNet-50 layer3.0.conv2, 6.6 vs 3.4 ms), gathering each chunk 11
-// times and streaming a 221 KiB panel from L2 for every 4 pixels.
 bool PointwiseNchw8::usable(const KernelInfo& kernel, const Shape& s) {
-  if (!kernel.pointwise[0].fn || s.d.groups != 1) return false;
-  const int64_t columns = in_place(s) ? kMaxPanelWidth : round_up(s.d.out_channels, 8);
-  return weight_rows(s) * columns * 4 <= l2_bytes() / 2;
+  return kernel.pointwise[0].fn && s.d.groups == 1;
 }
 
 bool PointwiseNchw8::gathers() const { return !in_place(s_); }
@@ -110,8 +114,17 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   }
   group_end_.push_back(static_cast<int64_t>(panels_.size()));
   // A multiple of 12 pixels, so both the 4- and the 6-pixel kernels tile a chunk exactly.
-  const int64_t budget = gathers() ? l2_bytes() / 4 : l1_bytes() / 2;
-  chunk_pixels_ = std::clamp<int64_t>(budget / (round_up(k_rows_, 8) * 4) / 12 * 12, 12, 480);
+  if (weights_fit(s)) {
+    k_block_ = k_rows_;
+    const int64_t budget = gathers() ? l2_bytes() / 4 : l1_bytes() / 2;
+    chunk_pixels_ = std::clamp<int64_t>(budget / (round_up(k_rows_, 8) * 4) / 12 * 12, 12, 480);
+  } else {
+    // K blocks whose panel weights (rows x 24 x 4 B) take half of L1, balanced and whole
+    // 8-row blocks; a chunk's rows of one K block take half of L2.
+    const int64_t max_rows = std::max<int64_t>(8, l1_bytes() / 2 / (kMaxPanelWidth * 4) / 8 * 8);
+    k_block_ = round_up(ceil_div(k_rows_, ceil_div(k_rows_, max_rows)), 8);
+    chunk_pixels_ = std::clamp<int64_t>(l2_bytes() / 2 / (k_block_ * 4) / 12 * 12, 12, 1020);
+  }
 }
 
 // The staged partial output tile (at most 24 channels x 6 pixels), then the im2col chunk,
@@ -133,7 +146,7 @@ bool PointwiseNchw8::dense() const { return gathers() && channel_stride_ % 8 != 
 // A dense pixel's rows, with room for the last tap's 8-lane copy.
 int64_t PointwiseNchw8::dense_row_floats() const { return round_up(k_rows_ + 8, 8); }
 int64_t PointwiseNchw8::chunk_floats() const {
-  return chunk_pixels_ * (dense() ? dense_row_floats() : round_up(k_rows_, 8));
+  return chunk_pixels_ * (dense() ? dense_row_floats() : round_up(k_block_, 8));
 }
 
 // The im2col rows of pixels [p0, p0 + count) into dst[row block][pixel][8] (chunk_pixels_
@@ -141,14 +154,16 @@ int64_t PointwiseNchw8::chunk_floats() const {
 // the pixels past `count`, the padding and the lanes past the last channel are zero).
 // Pixels go in runs along an output row: for one tap a run reads one input row, the
 // columns inside it contiguous at stride 1 (one copy per run and channel block).
-GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0, int64_t count, float* dst) const {
+GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0, int64_t count, int64_t k0,
+                                                       float* dst) const {
   if (dense()) return gather_chunk_dense(x, p0, count, dst);
   const gk_conv_desc& d = s_.d;
-  const int64_t row_blocks = ceil_div(k_rows_, 8), plane = d.in_height * d.in_width * 8;
-  std::memset(dst, 0, static_cast<size_t>(row_blocks * chunk_pixels_ * 8) * 4);
+  const int64_t q0 = k0 / 8, q1 = std::min(k_rows_, k0 + k_block_) / 8;  // the (tap, block) rows wanted
+  const int64_t plane = d.in_height * d.in_width * 8;
+  std::memset(dst, 0, static_cast<size_t>((q1 - q0) * chunk_pixels_ * 8) * 4);
   for (int64_t t = 0; t < count;) {
     const int64_t p = p0 + t, oh = p / s_.ow, ow0 = p % s_.ow, len = std::min(count - t, s_.ow - ow0);
-    for (int64_t tap = 0; tap < taps_; ++tap) {
+    for (int64_t tap = q0 / in_blocks_; tap < taps_ && tap * in_blocks_ < q1; ++tap) {
       const int64_t ih = oh * d.stride_h - d.pad_top + tap / d.kernel_w * d.dilation_h;
       if (ih < 0 || ih >= d.in_height) continue;
       // Output columns [lo, hi) of the run read input columns iw = ow * stride + off inside the row.
@@ -158,8 +173,8 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0
       if (lo >= hi) continue;
       const float* row = x + (ih * d.in_width + lo * d.stride_w + off) * 8;
       const int64_t at = t + lo - ow0;  // chunk pixel of column lo
-      for (int64_t b = 0; b < in_blocks_; ++b) {
-        float* out = dst + ((tap * in_blocks_ + b) * chunk_pixels_ + at) * 8;
+      for (int64_t b = std::max<int64_t>(0, q0 - tap * in_blocks_); b < in_blocks_ && tap * in_blocks_ + b < q1; ++b) {
+        float* out = dst + ((tap * in_blocks_ + b - q0) * chunk_pixels_ + at) * 8;
         const float* src = row + b * plane;
         const int64_t lanes = std::min<int64_t>(8, d.in_channels - b * 8);
         if (d.stride_w == 1 && lanes == 8) {
@@ -209,15 +224,17 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk_dense(const float* x, int6
 // (read in place: copied into a zero-padded MR-pixel image; an im2col chunk is zero-padded
 // already) and its output too, and the real pixels copied out (the kernel reads and writes
 // whole tiles).
-void PointwiseNchw8::run_tile(const Panel& p, const float* a, Strides st, float* y, int64_t p0,
+void PointwiseNchw8::run_tile(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0,
                               float* stage) const {
-  const int64_t pixels = s_.pixels();
+  const int64_t pixels = s_.pixels(), rows = std::min(k_block_, k_rows_ - k0);
+  const bool last = k0 + rows == k_rows_;
   gk_pointwise_args args;
-  args.w = w_.data() + p.weights;
-  args.full_blocks = k_rows_ / 8;
-  args.tail_channels = k_rows_ % 8;
-  args.bias = has_bias_ ? bias_.data() + p.oc0 : nullptr;
-  args.activation = activation_;
+  args.w = w_.data() + p.weights + k0 * p.nr;
+  args.full_blocks = rows / 8;
+  args.tail_channels = rows % 8;
+  args.bias = has_bias_ && last ? bias_.data() + p.oc0 : nullptr;
+  args.activation = last ? activation_ : 0;
+  args.accumulate = k0 > 0;
   args.x = a, args.x_block_stride = st.block, args.x_pixel_stride = st.pixel;
   float* out = y + (p.oc0 / 8) * pixels * 8 + p0 * 8;
   if (p0 + p.mr <= pixels) {
@@ -229,22 +246,32 @@ void PointwiseNchw8::run_tile(const Panel& p, const float* a, Strides st, float*
   float* ys = stage;
   if (!gathers()) {  // the MR-pixel image
     float* xs = stage + kStagedOutput;
-    for (int64_t b = 0; b < in_blocks_; ++b) {
+    for (int64_t b = 0; b < ceil_div(rows, 8); ++b) {
       std::memcpy(xs + b * tile, a + b * st.block, static_cast<size_t>(real * 8) * 4);
       std::memset(xs + b * tile + real * 8, 0, static_cast<size_t>(tile - real * 8) * 4);
     }
     args.x = xs, args.x_block_stride = tile;  // pixel stride 8
   }
+  if (args.accumulate)
+    for (int j = 0; j < p.nr / 8; ++j)
+      std::memcpy(ys + j * tile, out + j * pixels * 8, static_cast<size_t>(real * 8) * 4);
   args.y = ys, args.y_block_stride = tile;
   p.fn(&args);
   for (int j = 0; j < p.nr / 8; ++j)
     std::memcpy(out + j * pixels * 8, ys + j * tile, static_cast<size_t>(real * 8) * 4);
 }
 
+// Work items are (pixel chunk, range of panels). Weights that fit: the ranges are the
+// panel groups, items group-major, one pass over the rows. Else Goto's order: per chunk,
+// for each K block, the chunk's rows of that block (gathered into L2) against each
+// panel's weights of that block (in L1), the output tiles accumulating over the blocks;
+// a chunk's panels are split between threads when there are fewer chunks than threads.
 void PointwiseNchw8::run(const float* x, float* y, int threads) const {
-  const int64_t pixels = s_.pixels();
-  const int64_t groups = static_cast<int64_t>(group_end_.size()), chunks = ceil_div(pixels, chunk_pixels_);
-  const int64_t items = groups * chunks;
+  const int64_t pixels = s_.pixels(), chunks = ceil_div(pixels, chunk_pixels_);
+  const int64_t npanels = static_cast<int64_t>(panels_.size());
+  const bool blocked_k = k_block_ < k_rows_;
+  const int64_t ranges = blocked_k ? std::min(npanels, ceil_div(threads, chunks)) : static_cast<int64_t>(group_end_.size());
+  const int64_t items = ranges * chunks;
   threads = static_cast<int>(std::min<int64_t>(threads, items));
   if (threads > 1) note_parallel_region();
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -255,16 +282,21 @@ void PointwiseNchw8::run(const float* x, float* y, int threads) const {
       std::abort();
     }
     float* chunk = work + kStagedOutput;
+    const Strides st = strides();
     const Range r = share(items, omp_get_thread_num(), omp_get_num_threads(), 1, items);
     for (int64_t item = r.begin; item < r.end; ++item) {
-      const int64_t g = item / chunks, c0 = item % chunks * chunk_pixels_;
-      const int64_t c1 = std::min(pixels, c0 + chunk_pixels_);
-      if (gathers()) gather_chunk(x, c0, c1 - c0, chunk);
-      const Strides st = strides();
-      const float* a0 = gathers() ? chunk - c0 * st.pixel : x;  // pixel p at a0 + p * st.pixel
-      for (int64_t pi = g ? group_end_[static_cast<size_t>(g - 1)] : 0; pi < group_end_[static_cast<size_t>(g)]; ++pi) {
-        const Panel& p = panels_[static_cast<size_t>(pi)];
-        for (int64_t p0 = c0; p0 < c1; p0 += p.mr) run_tile(p, a0 + p0 * st.pixel, st, y, p0, work);
+      const int64_t g = blocked_k ? item % ranges : item / chunks, c = blocked_k ? item / ranges : item % chunks;
+      const int64_t c0 = c * chunk_pixels_, c1 = std::min(pixels, c0 + chunk_pixels_);
+      const Range panels = blocked_k ? share(npanels, static_cast<int>(g), static_cast<int>(ranges), 1, npanels)
+                                     : Range{g ? group_end_[static_cast<size_t>(g - 1)] : 0, group_end_[static_cast<size_t>(g)]};
+      for (int64_t k0 = 0; k0 < k_rows_; k0 += k_block_) {
+        if (gathers()) gather_chunk(x, c0, c1 - c0, k0, chunk);
+        // Pixel p of this K block at a0 + p * st.pixel.
+        const float* a0 = gathers() ? chunk - c0 * st.pixel : x + (k0 / 8) * st.block;
+        for (int64_t pi = panels.begin; pi < panels.end; ++pi) {
+          const Panel& p = panels_[static_cast<size_t>(pi)];
+          for (int64_t p0 = c0; p0 < c1; p0 += p.mr) run_tile(p, k0, a0 + p0 * st.pixel, st, y, p0, work);
+        }
       }
     }
   }

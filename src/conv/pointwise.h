@@ -19,9 +19,8 @@ namespace conv {
 
 class PointwiseNchw8 {
  public:
-  // Whether `kernel` has pointwise kernels and they serve `s` (ungrouped; the im2col
-  // chunk's packed weights of one panel fit in half of L2). Else gemm_1x1 / im2col_gemm
-  // run NCHW8 as GEMMs with B packed from the blocked image.
+  // Whether `kernel` has pointwise kernels and they serve `s` (ungrouped). Else gemm_1x1
+  // / im2col_gemm run NCHW8 as GEMMs with B packed from the blocked image.
   static bool usable(const KernelInfo& kernel, const Shape& s);
 
   // weights: OIHW; bias: nullptr or out_channels.
@@ -49,9 +48,9 @@ class PointwiseNchw8 {
   int64_t dense_row_floats() const;
   int64_t chunk_floats() const;
   Strides strides() const;
-  void gather_chunk(const float* x, int64_t p0, int64_t count, float* dst) const;
+  void gather_chunk(const float* x, int64_t p0, int64_t count, int64_t k0, float* dst) const;
   void gather_chunk_dense(const float* x, int64_t p0, int64_t count, float* dst) const;
-  void run_tile(const Panel& p, const float* a, Strides st, float* y, int64_t p0, float* stage) const;
+  void run_tile(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, float* stage) const;
 
   Shape s_;
   int activation_;
@@ -62,6 +61,7 @@ class PointwiseNchw8 {
   std::vector<Panel> panels_;
   std::vector<int64_t> group_end_;  // panels [group_end_[g-1], group_end_[g]) share L2
   int64_t chunk_pixels_;            // pixels per work item (a multiple of every MR)
+  int64_t k_block_;                 // rows per K block (k_rows_ when the weights fit)
   std::vector<float> w_, bias_;     // bias_ padded to the panels' width
 };
 
