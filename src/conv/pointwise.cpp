@@ -17,6 +17,7 @@
 #include <omp.h>
 
 #include "common/runtime.h"
+#include "common/simd.h"
 #include "gemm/partition.h"
 
 // The copies below run only beside pointwise kernels, which exist only in AVX2 kernel
@@ -197,24 +198,30 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0
 // it took 45% of a stem's time).
 GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk_dense(const float* x, int64_t p0, int64_t count,
                                                              float* dst) const {
+  // The descriptor's fields in locals: through `this` they would be reloaded after every
+  // store (the stores may alias them), which doubled the instructions per copy.
   const gk_conv_desc& d = s_.d;
-  const int64_t c = d.in_channels, row_len = dense_row_floats();
-  static const float kZeros[8] = {};
-  for (int64_t i = 0, oh = p0 / s_.ow, ow = p0 % s_.ow; i < count; ++i) {
-    float* row = dst + i * row_len;
-    for (int64_t r = 0, tap = 0; r < d.kernel_h; ++r) {
-      const int64_t ih = oh * d.stride_h - d.pad_top + r * d.dilation_h;
-      const bool row_inside = ih >= 0 && ih < d.in_height;
-      // The row's input a few pixels ahead (the stem's input streams from L3 or memory and
-      // the hardware prefetcher lags these short strided reads).
-      if (row_inside) __builtin_prefetch(x + (ih * d.in_width + std::min(d.in_width - 1, ow * d.stride_w + 24)) * 8);
-      for (int64_t sx = 0; sx < d.kernel_w; ++sx, ++tap) {
-        const int64_t iw = ow * d.stride_w - d.pad_left + sx * d.dilation_w;
-        const bool inside = row_inside && iw >= 0 && iw < d.in_width;
-        std::memcpy(row + tap * c, inside ? x + (ih * d.in_width + iw) * 8 : kZeros, 32);
+  const int64_t c = d.in_channels, row_len = dense_row_floats(), ow_count = s_.ow;
+  const int64_t kh = d.kernel_h, kw = d.kernel_w, sh = d.stride_h, sw = d.stride_w, dh = d.dilation_h,
+                dw = d.dilation_w, pt = d.pad_top, pl = d.pad_left, h = d.in_height, w = d.in_width;
+  const v8 zero = splat8(0.0f);
+  for (int64_t i = 0, oh = p0 / ow_count, ow = p0 % ow_count; i < count; ++i) {
+    float* out = dst + i * row_len;
+    const int64_t ih0 = oh * sh - pt, iw0 = ow * sw - pl;
+    const float* src = x + (ih0 * w + iw0) * 8;
+    if (ih0 >= 0 && ih0 + (kh - 1) * dh < h && iw0 >= 0 && iw0 + (kw - 1) * dw < w) {  // every tap inside
+      for (int64_t r = 0; r < kh; ++r)
+        for (int64_t sx = 0; sx < kw; ++sx, out += c) store8(out, load8(src + (r * dh * w + sx * dw) * 8));
+    } else {
+      for (int64_t r = 0; r < kh; ++r) {
+        const bool row_inside = ih0 + r * dh >= 0 && ih0 + r * dh < h;
+        for (int64_t sx = 0; sx < kw; ++sx, out += c) {
+          const bool inside = row_inside && iw0 + sx * dw >= 0 && iw0 + sx * dw < w;
+          store8(out, inside ? load8(src + (r * dh * w + sx * dw) * 8) : zero);
+        }
       }
     }
-    if (++ow == s_.ow) ow = 0, ++oh;
+    if (++ow == ow_count) ow = 0, ++oh;
   }
   std::memset(dst + count * row_len, 0, static_cast<size_t>((chunk_pixels_ - count) * row_len) * 4);
 }
