@@ -177,6 +177,29 @@ TEST(Conv, DepthwiseBothVectorizations) {
   }
 }
 
+namespace {
+// Forces `algo` on each descriptor in NCHW8 with every kernel this CPU has forced, at 1
+// and 2 threads, the activation cycling and bias on every other run (1x1 and im2col below).
+void check_nchw8_in_place(const std::vector<gk_conv_desc>& descs, gk_conv_algo algo, const char* name,
+                          uint32_t seed) {
+  int i = 0;
+  gktest::for_each_kernel([&](const gk::KernelInfo&) {
+    for (int threads : {1, 2}) {
+      gk_set_num_threads(threads);
+      for (gk_conv_desc d : descs) {
+        if (gktest::quick() && d.in_channels > 100) continue;
+        d.layout = GK_LAYOUT_NCHW8;
+        d.activation = gk_activation(i % 3);
+        SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
+        EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, seed + uint32_t(i)), algo), name);
+        ++i;
+      }
+    }
+  });
+  gk_set_num_threads(0);
+}
+}  // namespace
+
 // gemm_1x1 in NCHW8 runs in place, with each kernel forced: on the pointwise kernels
 // (AVX2; strided ones on im2col chunks), else as a GEMM with B packed from the blocked
 // input and C tiles stored blocked (strided ones from a subsampled copy): channels past
@@ -184,35 +207,23 @@ TEST(Conv, DepthwiseBothVectorizations) {
 // not a multiple of MR or 8, pixel counts not a multiple of 8, batch 2, 1 and 2 threads;
 // padding channels of the output stay zero (checked).
 TEST(Conv, Gemm1x1BlockedInPlace) {
-  struct Case { int64_t batch, c, h, w, k; };
+  struct Case { int64_t batch, c, h, w, k, sh, sw; };
   // Output channels 13, 203, 8, 64, 30: every pointwise panel width (24, 16, 8) and the
   // padding channels; pixel counts that leave partial (staged) tiles; 400 channels: more
   // than one panel group and pixel chunk; 2805 channels: a panel's weights past half of
-  // L2, so K blocks accumulating in the output (the last one partial).
-  const Case cases[] = {{2, 20, 5, 7, 13}, {1, 400, 7, 9, 203}, {1, 8, 3, 3, 8},
-                        {2, 33, 11, 6, 64}, {1, 17, 9, 5, 30},  {1, 2805, 3, 5, 20}};
-  const int64_t strides[][2] = {{1, 1}, {2, 2}, {1, 1}, {2, 3}, {1, 1}, {1, 1}};  // strided: im2col chunks
-  int i = 0;
-  gktest::for_each_kernel([&](const gk::KernelInfo&) {
-    for (int threads : {1, 2}) {
-      gk_set_num_threads(threads);
-      for (const Case& k : cases) {
-        if (gktest::quick() && k.c > 100) continue;
-        gk_conv_desc d;
-        gk_conv_desc_init(&d);
-        d.batch = k.batch, d.in_channels = k.c, d.in_height = k.h, d.in_width = k.w, d.out_channels = k.k;
-        d.kernel_h = d.kernel_w = 1;
-        d.stride_h = strides[&k - cases][0], d.stride_w = strides[&k - cases][1];
-        d.layout = GK_LAYOUT_NCHW8;
-        d.activation = gk_activation(i % 3);
-        SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
-        EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, uint32_t(700 + i)), GK_CONV_ALGO_GEMM_1X1),
-                  "gemm_1x1");
-        ++i;
-      }
-    }
-  });
-  gk_set_num_threads(0);
+  // L2, so K blocks accumulating in the output (the last one partial). Strided ones: im2col
+  // chunks (pointwise) or the subsampled copy (GEMM).
+  const Case cases[] = {{2, 20, 5, 7, 13, 1, 1}, {1, 400, 7, 9, 203, 2, 2}, {1, 8, 3, 3, 8, 1, 1},
+                        {2, 33, 11, 6, 64, 2, 3}, {1, 17, 9, 5, 30, 1, 1},  {1, 2805, 3, 5, 20, 1, 1}};
+  std::vector<gk_conv_desc> descs;
+  for (const Case& k : cases) {
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = k.batch, d.in_channels = k.c, d.in_height = k.h, d.in_width = k.w, d.out_channels = k.k;
+    d.kernel_h = d.kernel_w = 1, d.stride_h = k.sh, d.stride_w = k.sw;
+    descs.push_back(d);
+  }
+  check_nchw8_in_place(descs, GK_CONV_ALGO_GEMM_1X1, "gemm_1x1", 700);
 }
 
 // im2col_gemm on NCHW8 in place with each kernel forced (the AVX2 ones have pointwise
@@ -229,28 +240,17 @@ TEST(Conv, Im2colBlockedInPlace) {
       {1, 20, 9, 11, 30, 3, 3, 1, 1, 1, 0, 2, 1, 1},    {1, 64, 9, 11, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1},
       {1, 17, 12, 10, 40, 5, 5, 2, 3, 2, 2, 2, 2, 1},   {1, 9, 13, 13, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2},
       {1, 512, 5, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1}};
-  int i = 0;
-  gktest::for_each_kernel([&](const gk::KernelInfo&) {
-    for (int threads : {1, 2}) {
-      gk_set_num_threads(threads);
-      for (const Case& k : cases) {
-        if (gktest::quick() && k.c > 100) continue;
-        gk_conv_desc d;
-        gk_conv_desc_init(&d);
-        d.batch = k.batch, d.in_channels = k.c, d.in_height = k.h, d.in_width = k.w, d.out_channels = k.k;
-        d.kernel_h = k.kh, d.kernel_w = k.kw, d.stride_h = k.sh, d.stride_w = k.sw;
-        d.pad_top = k.pt, d.pad_left = k.pl, d.pad_bottom = k.pb, d.pad_right = k.pr;
-        d.dilation_h = d.dilation_w = k.dil;
-        d.layout = GK_LAYOUT_NCHW8;
-        d.activation = gk_activation(i % 3);
-        SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
-        EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, uint32_t(900 + i)), GK_CONV_ALGO_IM2COL_GEMM),
-                  "im2col_gemm");
-        ++i;
-      }
-    }
-  });
-  gk_set_num_threads(0);
+  std::vector<gk_conv_desc> descs;
+  for (const Case& k : cases) {
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = k.batch, d.in_channels = k.c, d.in_height = k.h, d.in_width = k.w, d.out_channels = k.k;
+    d.kernel_h = k.kh, d.kernel_w = k.kw, d.stride_h = k.sh, d.stride_w = k.sw;
+    d.pad_top = k.pt, d.pad_left = k.pl, d.pad_bottom = k.pb, d.pad_right = k.pr;
+    d.dilation_h = d.dilation_w = k.dil;
+    descs.push_back(d);
+  }
+  check_nchw8_in_place(descs, GK_CONV_ALGO_IM2COL_GEMM, "im2col_gemm", 900);
 }
 
 // Every layout from and back to NCHW, each element checked at the offset the layout

@@ -297,16 +297,7 @@ class GemmConv final : public Prepared {
         p.c = output + n * out_image + g * s_.ocg * s_.pixels();
         p.rs_c = s_.pixels();
         p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), g * s_.ocg);
-        if (im2col_) {
-          const PhaseImage pi(s_);
-          const Im2colPacker b(s_, pi, prepare_phase_image(s_, pi, x, false, cfg_.kernel->simd), cfg_.kernel->simd);
-          p.b = &b;
-          gemm_packed(p, cfg_, threads);
-        } else {
-          const PlainB b({subsampled(x, s_.icg, 1), s_.pixels(), 1});
-          p.b = &b;
-          gemm_packed(p, cfg_, threads);
-        }
+        gemm_on_image(p, x, false, threads);
       }
     }
   }
@@ -333,6 +324,26 @@ class GemmConv final : public Prepared {
     return xs;
   }
 
+  // Runs p with B from one image's group channels x (NCHW, or NCHW8 when `blocked`): the
+  // im2col packer on its phase image, or for 1x1 the image (or its subsampled copy).
+  void gemm_on_image(GemmProblem& p, const float* x, bool blocked, int threads) const {
+    const SimdLevel simd = cfg_.kernel->simd;
+    if (im2col_) {
+      const PhaseImage pi(s_);
+      const Im2colPacker b(s_, pi, prepare_phase_image(s_, pi, x, blocked, simd), simd);
+      p.b = &b;
+      gemm_packed(p, cfg_, threads);
+    } else if (blocked) {
+      const BlockedImageB b(subsampled(x, ceil_div(s_.d.in_channels, 8), 8), s_.pixels(), simd);
+      p.b = &b;
+      gemm_packed(p, cfg_, threads);
+    } else {
+      const PlainB b({subsampled(x, s_.icg, 1), s_.pixels(), 1});
+      p.b = &b;
+      gemm_packed(p, cfg_, threads);
+    }
+  }
+
   // NCHW8 in and out: per image one GEMM (or the pointwise kernels), then the padding
   // channels of the last block zeroed (the layout's convention; the GEMM writes only real rows).
   void run_blocked(const float* input, float* output) const {
@@ -351,16 +362,7 @@ class GemmConv final : public Prepared {
       p.a = packed_[0].get();
       p.c = y, p.c_block_stride = pixels * 8;
       p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), 0);
-      if (im2col_) {
-        const PhaseImage pi(s_);
-        const Im2colPacker b(s_, pi, prepare_phase_image(s_, pi, x, true, cfg_.kernel->simd), cfg_.kernel->simd);
-        p.b = &b;
-        gemm_packed(p, cfg_, threads);
-      } else {
-        const BlockedImageB b(subsampled(x, in_blocks, 8), pixels, cfg_.kernel->simd);
-        p.b = &b;
-        gemm_packed(p, cfg_, threads);
-      }
+      gemm_on_image(p, x, true, threads);
       if (d.out_channels % 8)
         for (int64_t q = 0; q < pixels; ++q)
           for (int64_t l = d.out_channels % 8; l < 8; ++l) y[((out_blocks - 1) * pixels + q) * 8 + l] = 0.0f;
