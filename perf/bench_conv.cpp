@@ -171,8 +171,10 @@ class OneDnnConv {
 
 // gemmkit-nchw8: AUTO with activations in NCHW8, the blocked layout to set against
 // oneDNN's (its depthwise and 1x1 convolutions run it in place; others convert inside).
-const char* kLibs[] = {"gemmkit", "im2col+openblas", "onednn-nchw", "onednn-blocked", "gemmkit-fastrun", "gemmkit-nchw8"};
-constexpr int kNumLibs = 6;
+// gemmkit-fastrun-nchw8: FASTRUN in NCHW8 (profiled in that layout).
+const char* kLibs[] = {"gemmkit",         "im2col+openblas", "onednn-nchw",          "onednn-blocked",
+                       "gemmkit-fastrun", "gemmkit-nchw8",   "gemmkit-fastrun-nchw8"};
+constexpr int kNumLibs = 7;
 
 // The forced gemmkit algorithms timed on 3x3 stride-1 layers.
 struct Forced {
@@ -206,6 +208,7 @@ struct LayerSetup {
   gk_conv_plan* plan = nullptr;
   std::map<int, gk_conv_plan*> fastrun;  // per thread count: Fast-Run measures with them
   std::map<int, double> fastrun_profile_s;  // plan creation time (the profiling)
+  std::map<int, gk_conv_plan*> fastrun_nchw8;
   std::unique_ptr<Im2colBlas> caffe;
   // oneDNN fixes a primitive's thread count when it is created: one per thread count.
   std::map<int, std::unique_ptr<OneDnnConv>> dnnl_nchw, dnnl_blocked;
@@ -354,6 +357,13 @@ int main(int argc, char** argv) {
         return 1;
       }
       s.fastrun_profile_s[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+      gk_conv_desc d8 = layers[i].d;
+      d8.layout = GK_LAYOUT_NCHW8;
+      if (gk_conv_plan_create(&d8, s.data->w.data(), s.data->bias.data(), GK_CONV_ALGO_FASTRUN, &s.fastrun_nchw8[t]) !=
+          GK_OK) {
+        std::fprintf(stderr, "bench_conv: FASTRUN NCHW8 %s: %s\n", layers[i].name.c_str(), gk_last_error());
+        return 1;
+      }
       omp_set_num_threads(t);
       s.dnnl_nchw[t].reset(new OneDnnConv(layers[i], *s.data, false));
       s.dnnl_blocked[t].reset(new OneDnnConv(layers[i], *s.data, true));
@@ -369,6 +379,10 @@ int main(int argc, char** argv) {
         gk_conv_run(sp->fastrun[t], sp->data->x.data(), sp->data->y.data());
       });
       reg("gemmkit-nchw8", [sp, t] { gk_set_num_threads(t); gk_conv_run(sp->plan_nchw8, sp->x8.data(), sp->y8.data()); });
+      reg("gemmkit-fastrun-nchw8", [sp, t] {
+        gk_set_num_threads(t);
+        gk_conv_run(sp->fastrun_nchw8[t], sp->x8.data(), sp->y8.data());
+      });
       if (s.im2col_nchw8)
         reg(kIm2colNchw8, [sp, t] { gk_set_num_threads(t); gk_conv_run(sp->im2col_nchw8, sp->x8.data(), sp->y8.data()); });
       reg("im2col+openblas", [sp, t, &ob] { ob.set_threads(t); sp->caffe->run(*sp->data); });
@@ -411,8 +425,8 @@ int main(int argc, char** argv) {
         << " interleaved rounds\n\n"
         << "- AUTO without Winograd: AUTO's time per layer, with im2col_gemm's (timed in the same rounds) where AUTO picks a Winograd variant; "
            "NCHW8 without Winograd: the same for AUTO in NCHW8 (gemmkit's blocked layout, the one to set against oneDNN's)\n\n"
-        << "| network | threads | gemmkit AUTO ms | gemmkit FASTRUN ms (profiling s) | gemmkit AUTO NCHW8 ms | AUTO without Winograd ms | NCHW8 without Winograd ms | im2col+OpenBLAS ms | oneDNN NCHW ms | oneDNN blocked ms | AUTO speedup vs im2col+OpenBLAS | without Winograd: speedup vs im2col+OpenBLAS | NCHW8 without Winograd: speedup vs im2col+OpenBLAS | AUTO / oneDNN blocked | without Winograd / oneDNN blocked | NCHW8 without Winograd / oneDNN blocked | FASTRUN / oneDNN blocked | NCHW8 / oneDNN blocked | largest im2col matrix vs gemmkit workspace |\n"
-        << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        << "| network | threads | gemmkit AUTO ms | gemmkit FASTRUN ms (profiling s) | gemmkit AUTO NCHW8 ms | AUTO without Winograd ms | NCHW8 without Winograd ms | im2col+OpenBLAS ms | oneDNN NCHW ms | oneDNN blocked ms | AUTO speedup vs im2col+OpenBLAS | without Winograd: speedup vs im2col+OpenBLAS | NCHW8 without Winograd: speedup vs im2col+OpenBLAS | AUTO / oneDNN blocked | without Winograd / oneDNN blocked | NCHW8 without Winograd / oneDNN blocked | FASTRUN / oneDNN blocked | NCHW8 / oneDNN blocked | FASTRUN NCHW8 ms | FASTRUN NCHW8 / oneDNN blocked | largest im2col matrix vs gemmkit workspace |\n"
+        << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   rows << "\n## Per layer (ms, median)\n\n| network | layer | threads | AUTO algorithm | gemmkit AUTO | FASTRUN choice | gemmkit FASTRUN | gemmkit NCHW8 | im2col+OpenBLAS | oneDNN NCHW | oneDNN blocked (impl) | AUTO GFLOP/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& net : nets) {
     for (int t : thread_counts) {
@@ -449,11 +463,11 @@ int main(int argc, char** argv) {
       }
       char line[800];
       std::snprintf(line, sizeof line,
-                    "| %s | %d | %.1f | %.1f (%.2f s) | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.2fx | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f MiB vs %.0f KiB |\n",
+                    "| %s | %d | %.1f | %.1f (%.2f s) | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.2fx | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %.1f MiB vs %.0f KiB |\n",
                     net.c_str(), t, total[0], total[4], profiling, total[5], no_winograd, nchw8_no_winograd, total[1],
                     total[2], total[3], total[1] / total[0], total[1] / no_winograd, total[1] / nchw8_no_winograd,
                     total[0] / total[3], no_winograd / total[3], nchw8_no_winograd / total[3],
-                    total[4] / total[3], total[5] / total[3], max_full / 1048576.0,
+                    total[4] / total[3], total[5] / total[3], total[6], total[6] / total[3], max_full / 1048576.0,
                     max_ws / 1024.0);
       table << line;
     }
@@ -468,6 +482,7 @@ int main(int argc, char** argv) {
     gk_conv_plan_destroy(s.plan_nchw8);
     gk_conv_plan_destroy(s.im2col_nchw8);
     for (auto& f : s.fastrun) gk_conv_plan_destroy(f.second);
+    for (auto& f : s.fastrun_nchw8) gk_conv_plan_destroy(f.second);
     for (gk_conv_plan* p : s.forced) gk_conv_plan_destroy(p);
   }
   return 0;
