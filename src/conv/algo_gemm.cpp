@@ -57,7 +57,8 @@ GK_INLINE void phase_image(const Shape& s, const PhaseImage& pi, const float* x,
     for (int64_t ihp = 0; ihp < pi.hp; ++ihp) {
       const int64_t ih = ihp - d.pad_top;
       const bool outside = ih < 0 || ih >= d.in_height;
-      const float* src = x + (c0 * d.in_height + ih * lanes) * w;  // the row of channel (block) c0
+      // The row of channel (block) c0 (not formed for a padding row: it would point outside x).
+      const float* src = outside ? x : x + (c0 * d.in_height + ih * lanes) * w;
       if (blocked && !outside) {
         float* dst[8];
         for (int l = 0; l < 8; ++l) dst[l] = l < nc ? rows + l * w : nullptr;

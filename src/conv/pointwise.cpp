@@ -208,16 +208,17 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk_dense(const float* x, int6
   for (int64_t i = 0, oh = p0 / ow_count, ow = p0 % ow_count; i < count; ++i) {
     float* out = dst + i * row_len;
     const int64_t ih0 = oh * sh - pt, iw0 = ow * sw - pl;
-    const float* src = x + (ih0 * w + iw0) * 8;
     if (ih0 >= 0 && ih0 + (kh - 1) * dh < h && iw0 >= 0 && iw0 + (kw - 1) * dw < w) {  // every tap inside
+      const float* src = x + (ih0 * w + iw0) * 8;
       for (int64_t r = 0; r < kh; ++r)
         for (int64_t sx = 0; sx < kw; ++sx, out += c) store8(out, load8(src + (r * dh * w + sx * dw) * 8));
     } else {
       for (int64_t r = 0; r < kh; ++r) {
-        const bool row_inside = ih0 + r * dh >= 0 && ih0 + r * dh < h;
+        const int64_t ih = ih0 + r * dh;
         for (int64_t sx = 0; sx < kw; ++sx, out += c) {
-          const bool inside = row_inside && iw0 + sx * dw >= 0 && iw0 + sx * dw < w;
-          store8(out, inside ? load8(src + (r * dh * w + sx * dw) * 8) : zero);
+          const int64_t iw = iw0 + sx * dw;
+          const bool inside = ih >= 0 && ih < h && iw >= 0 && iw < w;
+          store8(out, inside ? load8(x + (ih * w + iw) * 8) : zero);
         }
       }
     }
@@ -298,11 +299,11 @@ void PointwiseNchw8::run(const float* x, float* y, int threads) const {
                                      : Range{g ? group_end_[static_cast<size_t>(g - 1)] : 0, group_end_[static_cast<size_t>(g)]};
       for (int64_t k0 = 0; k0 < k_rows_; k0 += k_block_) {
         if (gathers()) gather_chunk(x, c0, c1 - c0, k0, chunk);
-        // Pixel p of this K block at a0 + p * st.pixel.
-        const float* a0 = gathers() ? chunk - c0 * st.pixel : x + (k0 / 8) * st.block;
+        // Pixel c0 + i of this K block at a0 + i * st.pixel.
+        const float* a0 = gathers() ? chunk : x + (k0 / 8) * st.block + c0 * st.pixel;
         for (int64_t pi = panels.begin; pi < panels.end; ++pi) {
           const Panel& p = panels_[static_cast<size_t>(pi)];
-          for (int64_t p0 = c0; p0 < c1; p0 += p.mr) run_tile(p, k0, a0 + p0 * st.pixel, st, y, p0, work);
+          for (int64_t p0 = c0; p0 < c1; p0 += p.mr) run_tile(p, k0, a0 + (p0 - c0) * st.pixel, st, y, p0, work);
         }
       }
     }
