@@ -140,65 +140,83 @@ TEST(MicroKernel, EpilogueBiasAndActivations) {
 
 // The pointwise NCHW8 kernels (KernelInfo::pointwise, where an ISA has them) on their own:
 // channel counts around the 8-channel blocks (the partial block's loop), block strides
-// larger than the tile, the input NCHW8 (pixel stride 8) or pixel-major (block stride 8,
-// pixel stride past the channels: the dense im2col chunk), bias or none, each
-// activation, accumulating into the output or not; the output's other pixels and
-// channel blocks (NaN sentinels) must stay untouched. Partial pixel tiles are staged by
-// gemm_1x1 (Conv.Gemm1x1BlockedInPlace checks them).
+// larger than the tiles, the input NCHW8 (pixel stride 8) or pixel-major (block stride 8,
+// pixel stride past the channels: the dense im2col chunk), one call over 1 and 3 tiles,
+// bias or none, each activation, accumulating into the output or not; the output's other
+// pixels and channel blocks (NaN sentinels) must stay untouched. Partial pixel tiles are
+// staged by the caller (Conv.Gemm1x1BlockedInPlace and Conv.Im2colBlockedInPlace).
+namespace {
+struct PointwiseCase {
+  int64_t channels, tiles;
+  bool pixel_major, with_bias, accumulate;
+  int act;
+};
+
+// Runs one case on `pw` and checks every output float; false (with a failure) on a mismatch.
+bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, const PointwiseCase& t) {
+  const int mr = pw.mr, nr = pw.nr;
+  const int64_t covered = t.tiles * mr, pixels = covered + 3;  // the tiles cover pixels [1, 1 + covered)
+  const int64_t blocks = (t.channels + 7) / 8;
+  const int64_t block_stride = t.pixel_major ? 8 : pixels * 8, pixel_stride = t.pixel_major ? blocks * 8 + 3 : 8;
+  const std::vector<float> x = gktest::random_vector(size_t(blocks * pixels * 8 + pixels * pixel_stride), 3, -2, 2);
+  const std::vector<float> w = gktest::random_vector(size_t(t.channels * nr), 4, -2, 2);
+  const std::vector<float> bias = gktest::random_vector(size_t(nr), 5, -3, 3);
+  std::vector<float> y(size_t(nr / 8 * pixels * 8), gktest::kNaN);
+  for (int jb = 0; jb < nr / 8 && t.accumulate; ++jb)  // the tiles' partial sums
+    for (int64_t q = 1; q <= covered; ++q)
+      for (int l = 0; l < 8; ++l) y[size_t((jb * pixels + q) * 8 + l)] = float(jb * 8 + l - q) * 0.25f;
+  const std::vector<float> y0 = y;
+  gk_pointwise_args a;
+  a.x = x.data() + pixel_stride, a.w = w.data(), a.y = y.data() + 8;
+  a.full_blocks = t.channels / 8, a.tail_channels = t.channels % 8;
+  a.x_block_stride = block_stride, a.x_pixel_stride = pixel_stride, a.y_block_stride = pixels * 8;
+  a.bias = t.with_bias ? bias.data() : nullptr, a.activation = t.act, a.accumulate = t.accumulate;
+  a.tiles = t.tiles;
+  pw.fn(&a);
+  for (int jb = 0; jb < nr / 8; ++jb) {
+    for (int64_t q = 0; q < pixels; ++q) {
+      for (int l = 0; l < 8; ++l) {
+        const size_t at = size_t((jb * pixels + q) * 8 + l);
+        if (q < 1 || q > covered) {
+          if (!std::isnan(y[at])) {
+            ADD_FAILURE() << kernel << " pointwise " << mr << "x" << nr << " wrote pixel " << q << " outside the tiles";
+            return false;
+          }
+          continue;
+        }
+        const int j = jb * 8 + l;
+        double v = (t.with_bias ? bias[size_t(j)] : 0.0) + (t.accumulate ? y0[at] : 0.0);
+        for (int64_t c = 0; c < t.channels; ++c)
+          v += double(x[size_t((c / 8) * block_stride + q * pixel_stride + c % 8)]) * w[size_t(c * nr + j)];
+        if (t.act >= 1) v = std::max(v, 0.0);
+        if (t.act == 2) v = std::min(v, 6.0);
+        if (!(std::fabs(y[at] - v) <= 1e-4 * (1 + t.channels))) {
+          ADD_FAILURE() << kernel << " pointwise " << mr << "x" << nr << " C=" << t.channels << " tiles " << t.tiles
+                        << " pixel_major " << t.pixel_major << " accumulate " << t.accumulate << " act " << t.act
+                        << ": pixel " << q << " oc " << j << " = " << y[at] << ", expected " << v;
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+}  // namespace
+
 TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
   int tested = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
     for (const gk::KernelInfo::Pointwise& pw : ker.pointwise) {
       if (!pw.fn) continue;
-      const int mr = pw.mr, nr = pw.nr;
-      const int64_t pixels = mr + 3;  // block strides: the tile is pixels [1, 1 + mr)
-      for (int64_t channels : {1, 2, 7, 8, 9, 16, 23, 67}) {
-       for (bool pixel_major : {false, true}) {
-        const int64_t blocks = (channels + 7) / 8;
-        const int64_t block_stride = pixel_major ? 8 : pixels * 8, pixel_stride = pixel_major ? blocks * 8 + 3 : 8;
-        const std::vector<float> x = gktest::random_vector(size_t(blocks * pixels * 8 + pixels * pixel_stride), 3, -2, 2);
-        const std::vector<float> w = gktest::random_vector(size_t(channels * nr), 4, -2, 2);
-        const std::vector<float> bias = gktest::random_vector(size_t(nr), 5, -3, 3);
-        for (int act = 0; act <= 2; ++act) {
-          for (int mode = 0; mode < 4; ++mode) {
-            const bool with_bias = mode & 1, accumulate = mode & 2;
-            std::vector<float> y(size_t(nr / 8 * pixels * 8), gktest::kNaN);
-            for (int jb = 0; jb < nr / 8 && accumulate; ++jb)  // the tile's partial sums
-              for (int64_t q = 1; q <= mr; ++q)
-                for (int l = 0; l < 8; ++l) y[size_t((jb * pixels + q) * 8 + l)] = float(jb * 8 + l - q) * 0.25f;
-            const std::vector<float> y0 = y;
-            gk_pointwise_args a;
-            a.x = x.data() + pixel_stride, a.w = w.data(), a.y = y.data() + 8;
-            a.full_blocks = channels / 8, a.tail_channels = channels % 8;
-            a.x_block_stride = block_stride, a.x_pixel_stride = pixel_stride, a.y_block_stride = pixels * 8;
-            a.bias = with_bias ? bias.data() : nullptr, a.activation = act, a.accumulate = accumulate;
-            pw.fn(&a);
-            for (int jb = 0; jb < nr / 8; ++jb) {
-              for (int64_t q = 0; q < pixels; ++q) {
-                for (int l = 0; l < 8; ++l) {
-                  const float got = y[size_t((jb * pixels + q) * 8 + l)];
-                  if (q < 1 || q > mr) {
-                    ASSERT_TRUE(std::isnan(got)) << ker.name << " wrote outside the tile";
-                    continue;
-                  }
-                  const int j = jb * 8 + l;
-                  double v = (with_bias ? bias[size_t(j)] : 0.0) + (accumulate ? y0[size_t((jb * pixels + q) * 8 + l)] : 0.0);
-                  for (int64_t c = 0; c < channels; ++c)
-                    v += double(x[size_t((c / 8) * block_stride + q * pixel_stride + c % 8)]) * w[size_t(c * nr + j)];
-                  if (act >= 1) v = std::max(v, 0.0);
-                  if (act == 2) v = std::min(v, 6.0);
-                  ASSERT_NEAR(got, v, 1e-4 * (1 + channels))
-                      << ker.name << " pointwise " << mr << "x" << nr << " C=" << channels << " pixel_major "
-                      << pixel_major << " accumulate " << accumulate << " pixel " << q
-                      << " oc " << j << " act " << act;
-                }
+      for (int64_t channels : {1, 2, 7, 8, 9, 16, 23, 67})
+        for (int64_t tiles : {1, 3})
+          for (bool pixel_major : {false, true})
+            for (int act = 0; act <= 2; ++act)
+              for (int mode = 0; mode < 4; ++mode) {
+                if (!check_pointwise(ker.name, pw, {channels, tiles, pixel_major, (mode & 1) != 0, (mode & 2) != 0, act}))
+                  return;
+                ++tested;
               }
-            }
-            ++tested;
-          }
-        }
-       }
-      }
     }
   });
 #if defined(__x86_64__)

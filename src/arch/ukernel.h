@@ -38,7 +38,7 @@ typedef void (*gk_ukernel_fn)(const gk_ukernel_args* args);
 // (NCHW8: pixel i at 8 * i), y_block_stride floats apart; with `accumulate` the tile
 // already there is added to the sum (a K-blocked convolution passes bias and activation
 // with its last block only). MR pixels are read and written: the caller stages a partial
-// pixel tile.
+// pixel tile. One call runs `tiles` such tiles side by side.
 struct gk_pointwise_args {
   const float* x;          // 0
   const float* w;          // 8
@@ -51,6 +51,8 @@ struct gk_pointwise_args {
   int32_t activation;      // 64: as gk_ukernel_args
   int64_t x_pixel_stride;  // 72 (floats)
   int32_t accumulate;      // 80: non-zero: the output tile is added in (before bias and activation)
+  int64_t tiles;           // 88: consecutive MR-pixel tiles to run (>= 1): tile t reads x +
+                           //     t * MR * x_pixel_stride and writes y + t * MR * 8
 };
 typedef void (*gk_pointwise_fn)(const gk_pointwise_args* args);
 }

@@ -227,13 +227,13 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk_dense(const float* x, int6
   std::memset(dst + count * row_len, 0, static_cast<size_t>((chunk_pixels_ - count) * row_len) * 4);
 }
 
-// MR pixels from p0 of one panel, the input at `a` (the tile's first pixel) with the
-// chunk's strides (see Strides). A tile that runs past the last pixel has its input staged
-// (read in place: copied into a zero-padded MR-pixel image; an im2col chunk is zero-padded
-// already) and its output too, and the real pixels copied out (the kernel reads and writes
-// whole tiles).
-void PointwiseNchw8::run_tile(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0,
-                              float* stage) const {
+// Pixels [p0, p1) of one panel and K block, the input at `a` (pixel p0) with the chunk's
+// strides (see Strides): the whole MR-pixel tiles in one kernel call; a last tile that
+// runs past the last pixel has its input staged (read in place: copied into a zero-padded
+// MR-pixel image; an im2col chunk is zero-padded already) and its output too, and the real
+// pixels copied out (the kernel reads and writes whole tiles).
+void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0,
+                               int64_t p1, float* stage) const {
   const int64_t pixels = s_.pixels(), rows = std::min(k_block_, k_rows_ - k0);
   const bool last = k0 + rows == k_rows_;
   gk_pointwise_args args;
@@ -244,13 +244,16 @@ void PointwiseNchw8::run_tile(const Panel& p, int64_t k0, const float* a, Stride
   args.activation = last ? activation_ : 0;
   args.accumulate = k0 > 0;
   args.x = a, args.x_block_stride = st.block, args.x_pixel_stride = st.pixel;
-  float* out = y + (p.oc0 / 8) * pixels * 8 + p0 * 8;
-  if (p0 + p.mr <= pixels) {
-    args.y = out, args.y_block_stride = pixels * 8;
-    p.fn(&args);
-    return;
-  }
-  const int64_t real = pixels - p0, tile = p.mr * 8;
+  args.y = y + (p.oc0 / 8) * pixels * 8 + p0 * 8, args.y_block_stride = pixels * 8;
+  args.tiles = (p1 - p0) / p.mr;
+  if (args.tiles > 0) p.fn(&args);
+  const int64_t done = args.tiles * p.mr;
+  if (p0 + done == p1) return;
+  // The partial last tile (p1 is the last pixel: chunks are whole tiles otherwise).
+  a += done * st.pixel;
+  float* out = args.y + done * 8;
+  args.x = a, args.tiles = 1;
+  const int64_t real = p1 - (p0 + done), tile = p.mr * 8;
   float* ys = stage;
   if (!gathers()) {  // the MR-pixel image
     float* xs = stage + kStagedOutput;
@@ -301,10 +304,8 @@ void PointwiseNchw8::run(const float* x, float* y, int threads) const {
         if (gathers()) gather_chunk(x, c0, c1 - c0, k0, chunk);
         // Pixel c0 + i of this K block at a0 + i * st.pixel.
         const float* a0 = gathers() ? chunk : x + (k0 / 8) * st.block + c0 * st.pixel;
-        for (int64_t pi = panels.begin; pi < panels.end; ++pi) {
-          const Panel& p = panels_[static_cast<size_t>(pi)];
-          for (int64_t p0 = c0; p0 < c1; p0 += p.mr) run_tile(p, k0, a0 + (p0 - c0) * st.pixel, st, y, p0, work);
-        }
+        for (int64_t pi = panels.begin; pi < panels.end; ++pi)
+          run_tiles(panels_[static_cast<size_t>(pi)], k0, a0, st, y, c0, c1, work);
       }
     }
   }

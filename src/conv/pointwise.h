@@ -50,7 +50,8 @@ class PointwiseNchw8 {
   Strides strides() const;
   void gather_chunk(const float* x, int64_t p0, int64_t count, int64_t k0, float* dst) const;
   void gather_chunk_dense(const float* x, int64_t p0, int64_t count, float* dst) const;
-  void run_tile(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, float* stage) const;
+  void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
+                 float* stage) const;
 
   Shape s_;
   int activation_;
