@@ -331,3 +331,20 @@ TEST_F(FastRun, EveryCandidateItCanPickComputesCorrectly) {
     }
   }
 }
+
+// im2col_gemm's tile is tuned only where it exists: on the GEMM path (NCHW, output
+// channels past one MC block), not on the pointwise kernels that run NCHW8 (AVX2), where
+// the tunings would be the same configuration timed again under other names.
+TEST_F(FastRun, Im2colTileTunedOnlyOnTheGemmPath) {
+  gk_conv_desc d = layer();
+  d.out_channels = 2 * gk::active_config().mc + 8;
+  auto tiles = [](const std::vector<std::string>& names) {
+    int n = 0;
+    for (const std::string& name : names) n += name.rfind("im2col_gemm:tile=", 0) == 0;
+    return n;
+  };
+  EXPECT_GT(tiles(candidate_names(d)), 0);
+  d.layout = GK_LAYOUT_NCHW8;
+  const bool pointwise = gk::active_config().kernel->pointwise[0].fn != nullptr;
+  EXPECT_EQ(tiles(candidate_names(d)) == 0, pointwise);
+}

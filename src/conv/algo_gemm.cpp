@@ -410,10 +410,12 @@ class Im2colGemm final : public Algorithm {
   std::string unusable_reason(const Shape&) const override { return ""; }
   const char* tuning_name() const override { return "tile"; }
   // Half and twice the L2-derived tile; the tile only matters when the output channels of
-  // a group span more than one MC block (else panels are packed one by one).
+  // a group span more than one MC block (else panels are packed one by one), and not at
+  // all on the pointwise kernels (NCHW8).
   std::vector<int64_t> tunings(const Shape& s) const override {
     const KernelConfig& cfg = active_config();
     if (s.ocg <= cfg.mc) return {};
+    if (s.d.layout == GK_LAYOUT_NCHW8 && PointwiseNchw8::usable(*cfg.kernel, s)) return {};  // no GEMM tile there
     const int64_t t = default_tile(s, cfg), nr = cfg.kernel->nr;
     std::vector<int64_t> v;
     if (t / 2 >= nr) v.push_back(t / 2 / nr * nr);
