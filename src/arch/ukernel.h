@@ -89,7 +89,8 @@ struct KernelInfo {
   // epilogues cost no second pass over the C tile.
   bool fused_epilogue = false;
   // Pointwise NCHW8 kernels by descending width ({0, 0, nullptr} unused): where an ISA has
-  // them, gemm_1x1 runs NCHW8 on them instead of packing B from the blocked image.
+  // them, ungrouped NCHW8 convolutions run on them (src/conv/pointwise.cpp). Shapes are
+  // at most kMaxPointwiseMr x kMaxPointwiseNr (the callers' staging is sized for that).
   struct Pointwise {
     int mr, nr;
     gk_pointwise_fn fn;
@@ -112,5 +113,7 @@ constexpr KernelInfo generic_kernel_info() {
 
 // The largest MR * NR of any kernel: the size of the local tile for partial tiles.
 constexpr int kMaxTileFloats = 16 * 32;
+// The largest pointwise kernel shape (pixels x output channels).
+constexpr int kMaxPointwiseMr = 6, kMaxPointwiseNr = 24;
 
 }  // namespace gk

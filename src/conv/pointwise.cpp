@@ -1,12 +1,12 @@
 // Ungrouped NCHW8 convolution on the ISA's pointwise kernels; see pointwise.h.
 //
-// Work is cut in two: panels of output channels are grouped so that a group's packed
-// weights take at most half of L2, and pixels into chunks (the input a chunk reads stays
-// in L1 when read in place; an im2col chunk takes at most a quarter of L2). A work item is
-// (panel group, pixel chunk): for each panel of the group the kernel walks the chunk MR
-// pixels at a time, so a chunk's input is read from cache by every panel and a group's
-// weights from L2 by every chunk. Items are shared between threads in contiguous ranges,
-// group-major, so a thread keeps one group's weights while it walks its chunks.
+// Work is cut in two: output channels into panels (one kernel width each), pixels into
+// chunks. When the weights fit (weights_fit), panels are grouped so that a group's packed
+// weights take at most half of L2, and a chunk's input stays in L1 (read in place) or a
+// quarter of L2 (an im2col chunk); a work item is (panel group, pixel chunk), items are
+// shared between threads in contiguous ranges, group-major, so a thread keeps one group's
+// weights while it walks its chunks. Otherwise the rows are cut into K blocks and run in
+// Goto's order (run()).
 #include "conv/pointwise.h"
 
 #include <algorithm>
@@ -40,14 +40,14 @@ bool in_place(const Shape& s) {
          !d.pad_bottom && !d.pad_right;
 }
 // Row k of the packed weights for (tap, input channel c): k = tap * channel_stride + c.
-// Up to 7 channels (an RGB stem) pack densely (27 rows for 3x3x3, gathered a float at a
-// time); more are padded to whole 8-channel blocks, so each tap of a pixel copies whole
-// vectors (and a 3-channel stem does not run 72 rows).
+// Up to 7 channels (an RGB stem) pack densely (27 rows for 3x3x3, not 72; the chunk is
+// pixel-major then, gather_chunk_dense); more are padded to whole 8-channel blocks, so
+// each tap of a pixel copies whole vectors.
 int64_t channel_stride(const Shape& s) { return s.d.in_channels < 8 ? s.d.in_channels : round_up(s.d.in_channels, 8); }
 int64_t weight_rows(const Shape& s) {
   return in_place(s) ? s.d.in_channels : s.d.kernel_h * s.d.kernel_w * channel_stride(s);
 }
-constexpr int64_t kMaxPanelWidth = 24;
+constexpr int64_t kMaxPanelWidth = kMaxPointwiseNr;
 
 // Whether the weights are small enough to be read whole by every chunk: in place, each
 // panel's must fit half of L2 (they are read from there by every tile); an im2col chunk is
@@ -63,6 +63,8 @@ bool weights_fit(const Shape& s) {
 }  // namespace
 
 bool PointwiseNchw8::usable(const KernelInfo& kernel, const Shape& s) {
+  for (const KernelInfo::Pointwise& k : kernel.pointwise)  // the staging's limits (ukernel.h)
+    if (k.fn && (k.mr > kMaxPointwiseMr || k.nr > kMaxPointwiseNr || k.nr % 8)) return false;
   return kernel.pointwise[0].fn && s.d.groups == 1;
 }
 
@@ -84,6 +86,7 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
       if (k.fn && k.nr <= left && !(k.nr == 24 && left == 32)) return &k;
     for (const KernelInfo::Pointwise& k : kernel.pointwise)  // an ISA without 16-wide ones
       if (k.fn && k.nr <= left) return &k;
+    static_assert(kMaxPointwiseNr % 8 == 0, "panels are whole 8-channel blocks");
     return nullptr;
   };
   for (int64_t oc0 = 0; oc0 < padded;) {
@@ -130,9 +133,9 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
 
 // The staged partial output tile (at most 24 channels x 6 pixels), then the im2col chunk,
 // or for an image read in place its staged partial tile (6 pixels of every block).
-constexpr int64_t kStagedOutput = kMaxPanelWidth * 6;
+constexpr int64_t kStagedOutput = kMaxPanelWidth * kMaxPointwiseMr;
 int64_t PointwiseNchw8::workspace_floats() const {
-  return kStagedOutput + (gathers() ? chunk_floats() : in_blocks_ * 6 * 8);
+  return kStagedOutput + (gathers() ? chunk_floats() : in_blocks_ * kMaxPointwiseMr * 8);
 }
 
 // In place: the image (blocks of `pixels` pixels of 8 floats); im2col: the chunk's row
