@@ -90,7 +90,8 @@ struct KernelInfo {
   bool fused_epilogue = false;
   // Pointwise NCHW8 kernels by descending width ({0, 0, nullptr} unused): where an ISA has
   // them, ungrouped NCHW8 convolutions run on them (src/conv/pointwise.cpp). Shapes are
-  // at most kMaxPointwiseMr x kMaxPointwiseNr (the callers' staging is sized for that).
+  // at most kMaxPointwiseMr x kMaxPointwiseNr (the callers' staging is sized for that),
+  // MR dividing 12 and NR a multiple of 8.
   struct Pointwise {
     int mr, nr;
     gk_pointwise_fn fn;

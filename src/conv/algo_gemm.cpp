@@ -265,17 +265,18 @@ class GemmConv final : public Prepared {
   // else the KC x NC tile; the weights are pre-packed, so no A block), and for im2col the
   // padded, phase-split copy of one image's group channels.
   int64_t workspace_bytes() const override {
+    if (pointwise_) return 4 * pointwise_->workspace_floats();
     const int64_t nr = cfg_.kernel->nr, kc = std::min(cfg_.kc, s_.k_gemm);
     const int64_t nc = std::min(cfg_.nc, (s_.pixels() + nr - 1) / nr * nr);
     const bool strided = s_.d.stride_h > 1 || s_.d.stride_w > 1;
-    if (pointwise_) return 4 * pointwise_->workspace_floats();
-    const int64_t image = im2col_ ? PhaseImage(s_).floats(s_.icg) + 8 * s_.d.in_width  // + NCHW8's row buffer
+    const int64_t row_buffer = s_.d.layout == GK_LAYOUT_NCHW8 ? 8 * s_.d.in_width : 0;  // phase_image's, in NCHW8
+    const int64_t image = im2col_ ? PhaseImage(s_).floats(s_.icg) + row_buffer
                                   : strided ? round_up(s_.icg, 8) * s_.pixels() : 0;  // the subsampled copy
     return 4 * (kc * (s_.ocg <= cfg_.mc ? nr : nc) + image);
   }
 
   // Ungrouped convolutions also run NCHW8 in place: on the ISA's pointwise kernels where
-  // it has them and the weights fit (conv/pointwise.h), else as GEMMs with B packed from
+  // it has them (conv/pointwise.h), else as GEMMs with B packed from
   // the blocked input (gemm_1x1) or from a phase image built from it (im2col_gemm) and C
   // tiles stored blocked, which needs a tile's rows in one channel block (MR divides 8).
   bool native_layout(gk_layout layout) const override {

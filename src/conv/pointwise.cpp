@@ -63,8 +63,10 @@ bool weights_fit(const Shape& s) {
 }  // namespace
 
 bool PointwiseNchw8::usable(const KernelInfo& kernel, const Shape& s) {
-  for (const KernelInfo::Pointwise& k : kernel.pointwise)  // the staging's limits (ukernel.h)
-    if (k.fn && (k.mr > kMaxPointwiseMr || k.nr > kMaxPointwiseNr || k.nr % 8)) return false;
+  // The staging's limits (ukernel.h), and MR dividing 12: chunks are whole tiles of every
+  // kernel, so only a layer's last tile is partial (an inner one would read past its chunk).
+  for (const KernelInfo::Pointwise& k : kernel.pointwise)
+    if (k.fn && (k.mr > kMaxPointwiseMr || 12 % k.mr || k.nr > kMaxPointwiseNr || k.nr % 8)) return false;
   return kernel.pointwise[0].fn && s.d.groups == 1;
 }
 
