@@ -208,7 +208,7 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
     for (const gk::KernelInfo::Pointwise& pw : ker.pointwise) {
       if (!pw.fn) continue;
-      EXPECT_TRUE(pw.mr <= gk::kMaxPointwiseMr && pw.nr <= gk::kMaxPointwiseNr && pw.nr % 8 == 0) << ker.name;
+      EXPECT_TRUE(pw.mr <= gk::kMaxPointwiseMr && 12 % pw.mr == 0 && pw.nr <= gk::kMaxPointwiseNr && pw.nr % 8 == 0) << ker.name;
       for (int64_t channels : {1, 2, 7, 8, 9, 16, 23, 67})
         for (int64_t tiles : {1, 3})
           for (bool pixel_major : {false, true})
