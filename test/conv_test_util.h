@@ -14,6 +14,9 @@
 #include <random>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "gemm_test_util.h"
 #include "gemmkit.h"
 #include "../perf/networks.h"
@@ -74,15 +77,49 @@ inline double reference_output(const ConvCase& c, int64_t n, int64_t oc, int64_t
   return acc;
 }
 
+// `count` floats that end where a PROT_NONE page begins: a read past them faults, in the
+// assembly kernels too (which the sanitizers do not see). A kernel may read a tile's worth
+// of extra pixels past a row; past the input it must not.
+class GuardedFloats {
+ public:
+  explicit GuardedFloats(size_t count) : count_(count) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    bytes_ = (count * sizeof(float) + page - 1) / page * page + page;
+    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+      ADD_FAILURE() << "mmap of " << bytes_ << " bytes failed";
+      base = nullptr;
+      bytes_ = 0;
+      return;
+    }
+    base_ = static_cast<char*>(base);
+    EXPECT_EQ(mprotect(base_ + bytes_ - page, page, PROT_NONE), 0);
+    data_ = reinterpret_cast<float*>(base_ + bytes_ - page) - count;
+  }
+  ~GuardedFloats() {
+    if (base_) munmap(base_, bytes_);
+  }
+  GuardedFloats(const GuardedFloats&) = delete;
+  GuardedFloats& operator=(const GuardedFloats&) = delete;
+  float* data() { return data_; }
+  size_t size() const { return count_; }
+
+ private:
+  size_t count_, bytes_ = 0;
+  char* base_ = nullptr;
+  float* data_ = nullptr;
+};
+
 // Runs `run` (input and output in the case's layout) and checks every output (or
-// `samples` random ones) against the reference within (K + 4) * eps * magnitude, or, when
+// `samples` random ones; the input followed by a guard page) against the reference within (K + 4) * eps * magnitude, or, when
 // `relative_bound` > 0, within relative_bound * (the largest |output| checked), the
 // accuracy measure for Winograd; `name` labels failures. *max_relative gets the error.
 inline void check_conv_run(const ConvCase& c, const std::string& name,
                            const std::function<void(const float*, float*)>& run, int64_t samples = 0,
                            double relative_bound = 0, double* max_relative = nullptr) {
   const gk_conv_desc& d = c.d;
-  std::vector<float> in(size_t(gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width)));
+  GuardedFloats in(size_t(gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width)));
+  if (!in.data()) return;
   EXPECT_EQ(gk_convert_layout(c.x.data(), GK_LAYOUT_NCHW, in.data(), d.layout, d.batch,
                               d.in_channels, d.in_height, d.in_width), GK_OK);
   std::vector<float> out(size_t(gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow)), kNaN);

@@ -228,18 +228,25 @@ TEST(Conv, Gemm1x1BlockedInPlace) {
 
 // im2col_gemm on NCHW8 in place with each kernel forced (the AVX2 ones have pointwise
 // kernels; the others run GEMMs on a phase image built from the blocked input). Pointwise:
-// im2col chunks, under 8 channels pixel-major and dense, more in whole blocks with the
-// lanes past the last channel masked; weights past half of L2 (64 -> 256 and 512 -> 20
-// channels) in K blocks accumulating in the output, a chunk's panels split between
-// threads. Kernels 3x3 and 7x7 (stems), 5x5, asymmetric padding, dilation, strides 2 and
-// 3, more than one pixel chunk, partial pixel tiles, each activation, 1 and 2 threads.
+// im2col chunks in whole blocks with the lanes past the last channel masked; weights past
+// half of L2 (64 -> 256 and 512 -> 20 channels) in K blocks accumulating in the output, a
+// chunk's panels split between threads. Under 8 channels direct: taps above and below the
+// image on the zero row, padding wider than the kernel (rows with no tap inside), the
+// border pixels of many rows in several batches (64x40 7x7), a last partial tile that
+// would read past the image (5 channels, no padding, 29 columns), a row's last pixels in
+// one-pixel calls or a staged tile (40 channels: 24 + 16 wide panels; 8 channels). Kernels 3x3 and 7x7
+// (stems), 5x5, asymmetric padding, dilation, strides 2 and 3, more than one pixel chunk,
+// partial pixel tiles, each activation, 1 and 2 threads.
 TEST(Conv, Im2colBlockedInPlace) {
   struct Case { int64_t batch, c, h, w, k, kh, kw, sh, sw, pt, pl, pb, pr, dil; };
   const Case cases[] = {
       {1, 3, 23, 21, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1},    {2, 3, 20, 19, 13, 7, 7, 2, 2, 3, 3, 3, 3, 1},
       {1, 20, 9, 11, 30, 3, 3, 1, 1, 1, 0, 2, 1, 1},    {1, 64, 9, 11, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1},
       {1, 17, 12, 10, 40, 5, 5, 2, 3, 2, 2, 2, 2, 1},   {1, 9, 13, 13, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2},
-      {1, 512, 5, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1}};
+      {1, 512, 5, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1},    {1, 5, 6, 31, 24, 3, 3, 1, 1, 0, 0, 0, 0, 1},
+      {1, 2, 4, 5, 16, 5, 5, 1, 1, 4, 4, 4, 4, 1},      {1, 1, 17, 19, 8, 3, 3, 3, 3, 0, 2, 1, 0, 2},
+      {1, 3, 64, 40, 40, 7, 7, 2, 2, 3, 3, 3, 3, 1},    {1, 4, 9, 11, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {1, 3, 7, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1}};
   std::vector<gk_conv_desc> descs;
   for (const Case& k : cases) {
     gk_conv_desc d;

@@ -150,6 +150,7 @@ struct PointwiseCase {
   int64_t channels, tiles;
   bool pixel_major, with_bias, accumulate;
   int act;
+  int taps;  // 1: no offsets (null); more: a direct convolution's taps, offsets of either sign
 };
 
 // Runs one case on `pw` and checks every output float; false (with a failure) on a mismatch.
@@ -158,8 +159,14 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
   const int64_t covered = t.tiles * mr, pixels = covered + 3;  // the tiles cover pixels [1, 1 + covered)
   const int64_t blocks = (t.channels + 7) / 8;
   const int64_t block_stride = t.pixel_major ? 8 : pixels * 8, pixel_stride = t.pixel_major ? blocks * 8 + 3 : 8;
-  const std::vector<float> x = gktest::random_vector(size_t(blocks * pixels * 8 + pixels * pixel_stride), 3, -2, 2);
-  const std::vector<float> w = gktest::random_vector(size_t(t.channels * nr), 4, -2, 2);
+  // Tap t's input `tap_floats[t]` floats from the tiles' (the origin `margin` floats in).
+  const int64_t tap_floats[] = {0, -13, 29}, margin = 16;
+  const std::vector<int64_t> tap_bytes = {tap_floats[0] * 4, tap_floats[1] * 4, tap_floats[2] * 4};
+  const int64_t rows = t.taps * t.channels;
+  const std::vector<float> x =
+      gktest::random_vector(size_t(margin + blocks * pixels * 8 + pixels * pixel_stride + 32), 3, -2, 2);
+  const float* origin = x.data() + margin;
+  const std::vector<float> w = gktest::random_vector(size_t(rows * nr), 4, -2, 2);
   const std::vector<float> bias = gktest::random_vector(size_t(nr), 5, -3, 3);
   std::vector<float> y(size_t(nr / 8 * pixels * 8), gktest::kNaN);
   for (int jb = 0; jb < nr / 8 && t.accumulate; ++jb)  // the tiles' partial sums
@@ -167,11 +174,12 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
       for (int l = 0; l < 8; ++l) y[size_t((jb * pixels + q) * 8 + l)] = float(jb * 8 + l - q) * 0.25f;
   const std::vector<float> y0 = y;
   gk_pointwise_args a;
-  a.x = x.data() + pixel_stride, a.w = w.data(), a.y = y.data() + 8;
+  a.x = origin + pixel_stride, a.w = w.data(), a.y = y.data() + 8;
   a.full_blocks = t.channels / 8, a.tail_channels = t.channels % 8;
   a.x_block_stride = block_stride, a.x_pixel_stride = pixel_stride, a.y_block_stride = pixels * 8;
   a.bias = t.with_bias ? bias.data() : nullptr, a.activation = t.act, a.accumulate = t.accumulate;
   a.tiles = t.tiles;
+  if (t.taps > 1) a.taps = t.taps, a.tap_offsets = tap_bytes.data();
   pw.fn(&a);
   for (int jb = 0; jb < nr / 8; ++jb) {
     for (int64_t q = 0; q < pixels; ++q) {
@@ -186,12 +194,15 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
         }
         const int j = jb * 8 + l;
         double v = (t.with_bias ? bias[size_t(j)] : 0.0) + (t.accumulate ? y0[at] : 0.0);
-        for (int64_t c = 0; c < t.channels; ++c)
-          v += double(x[size_t((c / 8) * block_stride + q * pixel_stride + c % 8)]) * w[size_t(c * nr + j)];
+        for (int tap = 0; tap < t.taps; ++tap)
+          for (int64_t c = 0; c < t.channels; ++c)
+            v += double(origin[tap_floats[tap] + (c / 8) * block_stride + q * pixel_stride + c % 8]) *
+                 w[size_t((tap * t.channels + c) * nr + j)];
         if (t.act >= 1) v = std::max(v, 0.0);
         if (t.act == 2) v = std::min(v, 6.0);
-        if (!(std::fabs(y[at] - v) <= 1e-4 * (1 + t.channels))) {
-          ADD_FAILURE() << kernel << " pointwise " << mr << "x" << nr << " C=" << t.channels << " tiles " << t.tiles
+        if (!(std::fabs(y[at] - v) <= 1e-4 * (1 + rows))) {
+          ADD_FAILURE() << kernel << " pointwise " << mr << "x" << nr << " C=" << t.channels << " taps " << t.taps
+                        << " tiles " << t.tiles
                         << " pixel_major " << t.pixel_major << " accumulate " << t.accumulate << " act " << t.act
                         << ": pixel " << q << " oc " << j << " = " << y[at] << ", expected " << v;
           return false;
@@ -206,18 +217,23 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
 TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
   int tested = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    std::vector<gk::KernelInfo::Pointwise> kernels;  // each kernel, and its one-pixel variant
     for (const gk::KernelInfo::Pointwise& pw : ker.pointwise) {
-      if (!pw.fn) continue;
+      if (pw.fn) kernels.push_back(pw);
+      if (pw.one_pixel) kernels.push_back({1, pw.nr, pw.one_pixel, nullptr});
+    }
+    for (const gk::KernelInfo::Pointwise& pw : kernels) {
       EXPECT_TRUE(pw.mr <= gk::kMaxPointwiseMr && 12 % pw.mr == 0 && pw.nr <= gk::kMaxPointwiseNr && pw.nr % 8 == 0) << ker.name;
       for (int64_t channels : {1, 2, 7, 8, 9, 16, 23, 67})
         for (int64_t tiles : {1, 3})
           for (bool pixel_major : {false, true})
             for (int act = 0; act <= 2; ++act)
-              for (int mode = 0; mode < 4; ++mode) {
-                if (!check_pointwise(ker.name, pw, {channels, tiles, pixel_major, (mode & 1) != 0, (mode & 2) != 0, act}))
-                  return;
-                ++tested;
-              }
+              for (int mode = 0; mode < 4; ++mode)
+                for (int taps : {1, 3}) {
+                  const PointwiseCase c{channels, tiles, pixel_major, (mode & 1) != 0, (mode & 2) != 0, act, taps};
+                  if (!check_pointwise(ker.name, pw, c)) return;
+                  ++tested;
+                }
     }
   });
 #if defined(__x86_64__)

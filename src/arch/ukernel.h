@@ -53,6 +53,11 @@ struct gk_pointwise_args {
   int32_t accumulate;      // 80: non-zero: the output tile is added in (before bias and activation)
   int64_t tiles;           // 88: consecutive MR-pixel tiles to run (>= 1): tile t reads x +
                            //     t * MR * x_pixel_stride and writes y + t * MR * 8
+  // 96, 104: a direct convolution's taps: the K rows are `taps` times (full_blocks,
+  // tail_channels), tap t's input at the tile's plus tap_offsets[t] bytes (any sign).
+  // Null offsets: one tap at offset 0 (a 1x1 or an im2col buffer); taps >= 1.
+  const int64_t* tap_offsets = nullptr;
+  int64_t taps = 1;
 };
 typedef void (*gk_pointwise_fn)(const gk_pointwise_args* args);
 }
@@ -91,10 +96,12 @@ struct KernelInfo {
   // Pointwise NCHW8 kernels by descending width ({0, 0, nullptr} unused): where an ISA has
   // them, ungrouped NCHW8 convolutions run on them (src/conv/pointwise.cpp). Shapes are
   // at most kMaxPointwiseMr x kMaxPointwiseNr (the callers' staging is sized for that),
-  // MR dividing 12 and NR a multiple of 8.
+  // MR dividing 12 and NR a multiple of 8; `one_pixel` is the same kernel for one pixel
+  // (MR 1, for the pixels past the last whole tile), or nullptr.
   struct Pointwise {
     int mr, nr;
     gk_pointwise_fn fn;
+    gk_pointwise_fn one_pixel;
   } pointwise[3] = {};
 };
 

@@ -166,14 +166,10 @@ void note_parallel_region() {
   if (!g_parallel_used.load(std::memory_order_relaxed)) g_parallel_used = true;
 }
 
-int threads_for(double flops) {
+int threads_for(double flops, double flops_per_extra_thread) {
   int n = max_threads();
   if (n <= 1 || omp_in_parallel() || in_forked_child_serial_mode()) return 1;
-  // Each extra thread needs ~0.8 MFLOP of work to pay for waking it and splitting the
-  // packing (Zen 3, 2 threads: 64^3 runs 63 GFLOP/s on one thread and 55 on two; 96^3
-  // runs 61 on one and 83 on two; 128^3 63 and 101).
-  constexpr double kFlopsPerExtraThread = 0.8e6;
-  double useful = flops / kFlopsPerExtraThread;
+  double useful = flops / flops_per_extra_thread;
   if (useful < n) n = useful < 1 ? 1 : static_cast<int>(useful);
   return n;
 }

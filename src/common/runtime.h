@@ -48,7 +48,11 @@ float* scratch(ScratchSlot slot, int64_t floats);
 // nesting (1 inside a parallel region) and fork safety (1 in a child of a threaded parent).
 int max_threads();
 void set_max_threads(int n);
-int threads_for(double flops);
+// Each extra thread needs ~0.8 MFLOP of GEMM work to pay for waking it and splitting the
+// packing (Zen 3, 2 threads: 64^3 runs 63 GFLOP/s on one thread and 55 on two; 96^3
+// runs 61 on one and 83 on two; 128^3 63 and 101). Slower work passes its own figure.
+constexpr double kGemmFlopsPerExtraThread = 0.8e6;
+int threads_for(double flops, double flops_per_extra_thread = kGemmFlopsPerExtraThread);
 // Called by every parallel region we open, for the fork-safety rule.
 void note_parallel_region();
 bool in_forked_child_serial_mode();

@@ -36,6 +36,11 @@ constexpr int64_t kLanes = 8;
 // 0.57 (144 channels), 0.66 vs 0.77 (96, stride 2), 112-wide 0.27 vs 0.52; 28-wide 0.19
 // vs 0.22 (192), 0.09 vs 0.21 (stride 2); 14-wide 0.11 vs 0.16; 7-wide equal.
 constexpr int64_t kRowsMinWidth = 48;
+// Depthwise runs 30-40 GFLOP/s on a thread (memory-bound, not the GEMM's ~90), so a
+// second thread pays from far fewer FLOPs: on two threads (Zen 3, NCHW8, ms, one / two)
+// 960 channels at 7x7 (0.85 MFLOP) 0.032 / 0.016-0.024, 232 at 7x7 (0.2 MFLOP) 0.008 /
+// 0.0045, 384 at 14x14 0.035 / 0.018-0.025.
+constexpr double kDepthwiseFlopsPerExtraThread = 0.1e6;
 
 struct DwGeometry {
   int64_t kh, kw, sh, sw, dh, dw, pad_top, pad_left;
@@ -262,7 +267,7 @@ class DepthwiseConv final : public Prepared {
     const bool blocked = d.layout != GK_LAYOUT_NCHW && native_layout(d.layout);  // else NCHW copies
     const int64_t items = d.batch * blocks_, taps = g_.kh * g_.kw;
     const int64_t in_plane = g_.ih * g_.iw, out_plane = g_.oh * g_.ow;
-    const int threads = threads_for(s_.flops());
+    const int threads = threads_for(s_.flops(), kDepthwiseFlopsPerExtraThread);
     if (threads > 1) note_parallel_region();
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
@@ -398,7 +403,7 @@ class DepthwiseRowsConv final : public Prepared {
   void run(const float* input, float* output) const override {
     const gk_conv_desc& d = s_.d;
     const int64_t planes = d.batch * d.out_channels, in_plane = d.in_height * d.in_width;
-    const int threads = threads_for(s_.flops());
+    const int threads = threads_for(s_.flops(), kDepthwiseFlopsPerExtraThread);
     if (threads > 1) note_parallel_region();
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {

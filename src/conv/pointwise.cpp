@@ -40,9 +40,9 @@ bool in_place(const Shape& s) {
          !d.pad_bottom && !d.pad_right;
 }
 // Row k of the packed weights for (tap, input channel c): k = tap * channel_stride + c.
-// Up to 7 channels (an RGB stem) pack densely (27 rows for 3x3x3, not 72; the chunk is
-// pixel-major then, gather_chunk_dense); more are padded to whole 8-channel blocks, so
-// each tap of a pixel copies whole vectors.
+// Up to 7 channels (an RGB stem) pack densely (27 rows for 3x3x3, not 72: run_direct reads
+// a tap's C channels, a border pixel's gathered rows are dense); more are padded to whole
+// 8-channel blocks, so each tap of a pixel copies whole vectors.
 int64_t channel_stride(const Shape& s) { return s.d.in_channels < 8 ? s.d.in_channels : round_up(s.d.in_channels, 8); }
 int64_t weight_rows(const Shape& s) {
   return in_place(s) ? s.d.in_channels : s.d.kernel_h * s.d.kernel_w * channel_stride(s);
@@ -94,7 +94,7 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   for (int64_t oc0 = 0; oc0 < padded;) {
     const KernelInfo::Pointwise* k = widest(padded - oc0);
     if (!k) break;  // the narrowest kernel is 8 wide: unreachable
-    panels_.push_back({oc0, static_cast<int64_t>(w_.size()), k->mr, k->nr, k->fn});
+    panels_.push_back({oc0, static_cast<int64_t>(w_.size()), k->mr, k->nr, k->fn, k->one_pixel});
     w_.resize(w_.size() + static_cast<size_t>(k_rows_ * k->nr), 0.0f);
     float* w = w_.data() + panels_.back().weights;
     // Row r of the panel: input channel r (in place), or (tap, channel) as channel_stride().
@@ -108,17 +108,14 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   }
   bias_.assign(static_cast<size_t>(padded), 0.0f);
   if (bias) std::copy(bias, bias + d.out_channels, bias_.begin());
+  // A call's pixels (a row's, or a partial tile's) at a tap row outside the image read
+  // this instead, stride_w pixels apart from the tap's column on.
+  if (direct())
+    zero_row_.assign(static_cast<size_t>(((s.ow + kMaxPointwiseMr) * d.stride_w + (d.kernel_w - 1) * d.dilation_w + 1) * 8),
+                     0.0f);
 
-  int64_t group_bytes = 0;
-  for (size_t p = 0; p < panels_.size(); ++p) {
-    const int64_t bytes = k_rows_ * panels_[p].nr * 4;
-    if (group_bytes > 0 && group_bytes + bytes > l2_bytes() / 2) {
-      group_end_.push_back(static_cast<int64_t>(p));
-      group_bytes = 0;
-    }
-    group_bytes += bytes;
-  }
-  group_end_.push_back(static_cast<int64_t>(panels_.size()));
+  min_groups_ = std::min<int64_t>(static_cast<int64_t>(panels_.size()),
+                                  ceil_div(k_rows_ * padded * 4, l2_bytes() / 2));
   // A multiple of 12 pixels, so both the 4- and the 6-pixel kernels tile a chunk exactly.
   if (weights_fit(s)) {
     k_block_ = k_rows_;
@@ -134,26 +131,26 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
 }
 
 // The staged partial output tile (at most 24 channels x 6 pixels), then the im2col chunk,
-// or for an image read in place its staged partial tile (6 pixels of every block).
+// or for an image read in place its staged partial tile (6 pixels of every block), or
+// direct: the border pixels' gathered rows and their outputs.
 constexpr int64_t kStagedOutput = kMaxPanelWidth * kMaxPointwiseMr;
+constexpr int64_t kBorderPixels = 48;  // border pixels per batch (a multiple of every MR)
 int64_t PointwiseNchw8::workspace_floats() const {
+  if (direct()) return kStagedOutput + kBorderPixels * (dense_row_floats() + kMaxPanelWidth);
   return kStagedOutput + (gathers() ? chunk_floats() : in_blocks_ * kMaxPointwiseMr * 8);
 }
 
 // In place: the image (blocks of `pixels` pixels of 8 floats); im2col: the chunk's row
-// blocks, or for a dense chunk its pixel rows.
+// blocks.
 PointwiseNchw8::Strides PointwiseNchw8::strides() const {
   if (!gathers()) return {s_.pixels() * 8, 8};
-  if (dense()) return {8, dense_row_floats()};
   return {chunk_pixels_ * 8, 8};
 }
 
-bool PointwiseNchw8::dense() const { return gathers() && channel_stride_ % 8 != 0; }
-// A dense pixel's rows, with room for the last tap's 8-lane copy.
+bool PointwiseNchw8::direct() const { return gathers() && channel_stride_ % 8 != 0; }
+// A gathered border pixel's rows, with room for the last tap's 8-lane copy.
 int64_t PointwiseNchw8::dense_row_floats() const { return round_up(k_rows_ + 8, 8); }
-int64_t PointwiseNchw8::chunk_floats() const {
-  return chunk_pixels_ * (dense() ? dense_row_floats() : round_up(k_block_, 8));
-}
+int64_t PointwiseNchw8::chunk_floats() const { return chunk_pixels_ * round_up(k_block_, 8); }
 
 // The im2col rows of pixels [p0, p0 + count) into dst[row block][pixel][8] (chunk_pixels_
 // pixels per row block; row k = tap * channel_stride_ + c is lane k % 8 of block k / 8;
@@ -162,7 +159,6 @@ int64_t PointwiseNchw8::chunk_floats() const {
 // columns inside it contiguous at stride 1 (one copy per run and channel block).
 GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0, int64_t count, int64_t k0,
                                                        float* dst) const {
-  if (dense()) return gather_chunk_dense(x, p0, count, dst);
   const gk_conv_desc& d = s_.d;
   const int64_t q0 = k0 / 8, q1 = std::min(k_rows_, k0 + k_block_) / 8;  // the (tap, block) rows wanted
   const int64_t plane = d.in_height * d.in_width * 8;
@@ -195,14 +191,13 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0
   }
 }
 
-// Under 8 input channels (an RGB stem) the chunk is pixel-major instead, dst[pixel][row]
-// (dense_row_floats() apart; the kernel takes the pixel stride): a pixel's rows are built
-// by one 8-lane copy per tap at tap * C, each overwriting the previous one's extra lanes
-// (the last one's land past k_rows_, which the kernel never reads), so the im2col costs
-// one vector copy per tap and pixel rather than C scalar ones (scattered into 8-row blocks
-// it took 45% of a stem's time).
-GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk_dense(const float* x, int64_t p0, int64_t count,
-                                                             float* dst) const {
+// Under 8 input channels (an RGB stem), the border pixels of run_direct: pixel pixels[i]'s
+// rows into dst + i * dense_row_floats() (the kernel takes that pixel stride), built by one
+// 8-lane copy per tap at tap * C, each overwriting the previous one's extra lanes (the
+// last one's land past k_rows_, which the kernel never reads): a vector copy per tap and
+// pixel rather than C scalar ones. Rows up to a whole 12-pixel tile are zeroed.
+GK_POINTWISE_TARGET void PointwiseNchw8::gather_dense_pixels(const float* x, const int64_t* pixels, int64_t count,
+                                                              float* dst) const {
   // The descriptor's fields in locals: through `this` they would be reloaded after every
   // store (the stores may alias them), which doubled the instructions per copy.
   const gk_conv_desc& d = s_.d;
@@ -210,26 +205,31 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk_dense(const float* x, int6
   const int64_t kh = d.kernel_h, kw = d.kernel_w, sh = d.stride_h, sw = d.stride_w, dh = d.dilation_h,
                 dw = d.dilation_w, pt = d.pad_top, pl = d.pad_left, h = d.in_height, w = d.in_width;
   const v8 zero = splat8(0.0f);
-  for (int64_t i = 0, oh = p0 / ow_count, ow = p0 % ow_count; i < count; ++i) {
+  for (int64_t i = 0; i < count; ++i) {
     float* out = dst + i * row_len;
-    const int64_t ih0 = oh * sh - pt, iw0 = ow * sw - pl;
-    if (ih0 >= 0 && ih0 + (kh - 1) * dh < h && iw0 >= 0 && iw0 + (kw - 1) * dw < w) {  // every tap inside
-      const float* src = x + (ih0 * w + iw0) * 8;
-      for (int64_t r = 0; r < kh; ++r)
-        for (int64_t sx = 0; sx < kw; ++sx, out += c) store8(out, load8(src + (r * dh * w + sx * dw) * 8));
-    } else {
-      for (int64_t r = 0; r < kh; ++r) {
-        const int64_t ih = ih0 + r * dh;
-        for (int64_t sx = 0; sx < kw; ++sx, out += c) {
-          const int64_t iw = iw0 + sx * dw;
-          const bool inside = ih >= 0 && ih < h && iw >= 0 && iw < w;
-          store8(out, inside ? load8(x + (ih * w + iw) * 8) : zero);
-        }
+    const int64_t ih0 = pixels[i] / ow_count * sh - pt, iw0 = pixels[i] % ow_count * sw - pl;
+    for (int64_t r = 0; r < kh; ++r) {
+      const int64_t ih = ih0 + r * dh;
+      for (int64_t sx = 0; sx < kw; ++sx, out += c) {
+        const int64_t iw = iw0 + sx * dw;
+        const bool inside = ih >= 0 && ih < h && iw >= 0 && iw < w;
+        store8(out, inside ? load8(x + (ih * w + iw) * 8) : zero);
       }
     }
-    if (++ow == ow_count) ow = 0, ++oh;
   }
-  std::memset(dst + count * row_len, 0, static_cast<size_t>((chunk_pixels_ - count) * row_len) * 4);
+  std::memset(dst + count * row_len, 0, static_cast<size_t>((round_up(count, 12) - count) * row_len) * 4);
+}
+
+// Whether the `pixels` (< MR) past a panel's last whole tile run faster as one-pixel calls
+// than as a whole staged tile, for K rows of `blocked` channels in 8-channel blocks and
+// `tail` others. Cycles per channel: a whole tile MR x NR / 16 (two FMAs a cycle); a pixel
+// max(1, NR / 16, (1 + NR / 8) / 3) in blocks (its 4 accumulator sets against FMA latency
+// 4, its FMAs, its loads at 3 a cycle), 4 in a tail (one set). 49 pixels (7x7) took 13
+// 4-pixel tiles: one-pixel calls ran those layers 6% faster; a stem's 27 tail channels
+// (3 per tap) do not pay.
+bool PointwiseNchw8::Panel::one_pixel_calls_pay(int64_t pixels, int64_t blocked, int64_t tail) const {
+  const double tile = mr * nr / 16.0, pixel = std::max({1.0, nr / 16.0, (1 + nr / 8) / 3.0});
+  return one_pixel && pixels * (blocked * pixel + tail * 4.0) < (blocked + tail) * tile;
 }
 
 // Pixels [p0, p1) of one panel and K block, the input at `a` (pixel p0) with the chunk's
@@ -259,6 +259,10 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
   float* out = args.y + done * 8;
   args.x = a, args.tiles = 1;
   const int64_t real = p1 - (p0 + done), tile = p.mr * 8;
+  if (p.one_pixel_calls_pay(real, args.full_blocks * 8, args.tail_channels)) {  // only the real pixels
+    args.y = out, args.tiles = real;
+    return p.one_pixel(&args);
+  }
   float* ys = stage;
   if (!gathers()) {  // the MR-pixel image
     float* xs = stage + kStagedOutput;
@@ -283,10 +287,30 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
 // panel's weights of that block (in L1), the output tiles accumulating over the blocks;
 // a chunk's panels are split between threads when there are fewer chunks than threads.
 void PointwiseNchw8::run(const float* x, float* y, int threads) const {
+  if (direct()) {
+    run_direct(x, y, threads);
+  } else {
+    run_gathered(x, y, threads);
+  }
+  const gk_conv_desc& d = s_.d;
+  const int64_t pixels = s_.pixels();
+  if (d.out_channels % 8) {
+    float* last = y + (ceil_div(d.out_channels, 8) - 1) * pixels * 8;
+    for (int64_t q = 0; q < pixels; ++q)
+      for (int64_t l = d.out_channels % 8; l < 8; ++l) last[q * 8 + l] = 0.0f;
+  }
+}
+
+void PointwiseNchw8::run_gathered(const float* x, float* y, int threads) const {
   const int64_t pixels = s_.pixels(), chunks = ceil_div(pixels, chunk_pixels_);
   const int64_t npanels = static_cast<int64_t>(panels_.size());
   const bool blocked_k = k_block_ < k_rows_;
-  const int64_t ranges = blocked_k ? std::min(npanels, ceil_div(threads, chunks)) : static_cast<int64_t>(group_end_.size());
+  // Panel ranges: K blocks, enough to give every thread work; else the groups whose weights
+  // share L2, and with few chunks a multiple of the threads, so each thread takes whole
+  // groups of every chunk (a 7x7 image is one chunk: 3 groups ran 2:1 on two threads;
+  // 196 pixels in chunks of 60 split 120:76).
+  int64_t ranges = blocked_k ? std::min(npanels, ceil_div(threads, chunks)) : min_groups_;
+  if (!blocked_k && threads > 1 && chunks < 4 * threads) ranges = std::min(npanels, round_up(ranges, threads));
   const int64_t items = ranges * chunks;
   threads = static_cast<int>(std::min<int64_t>(threads, items));
   if (threads > 1) note_parallel_region();
@@ -303,8 +327,7 @@ void PointwiseNchw8::run(const float* x, float* y, int threads) const {
     for (int64_t item = r.begin; item < r.end; ++item) {
       const int64_t g = blocked_k ? item % ranges : item / chunks, c = blocked_k ? item / ranges : item % chunks;
       const int64_t c0 = c * chunk_pixels_, c1 = std::min(pixels, c0 + chunk_pixels_);
-      const Range panels = blocked_k ? share(npanels, static_cast<int>(g), static_cast<int>(ranges), 1, npanels)
-                                     : Range{g ? group_end_[static_cast<size_t>(g - 1)] : 0, group_end_[static_cast<size_t>(g)]};
+      const Range panels = share(npanels, static_cast<int>(g), static_cast<int>(ranges), 1, npanels);
       for (int64_t k0 = 0; k0 < k_rows_; k0 += k_block_) {
         if (gathers()) gather_chunk(x, c0, c1 - c0, k0, chunk);
         // Pixel c0 + i of this K block at a0 + i * st.pixel.
@@ -314,11 +337,123 @@ void PointwiseNchw8::run(const float* x, float* y, int threads) const {
       }
     }
   }
+}
+
+// Direct (under 8 input channels): output rows shared between threads; a row's pixels whose
+// taps all lie inside the image columns run on the image in place (run_direct_row), the
+// others are gathered in batches (run_border). The weights are small (taps x C rows).
+void PointwiseNchw8::run_direct(const float* x, float* y, int threads) const {
+  threads = static_cast<int>(std::min<int64_t>(threads, s_.oh));
+  if (threads > 1) note_parallel_region();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* work = scratch(ScratchSlot::ConvRow, workspace_floats());
+    if (!work) {
+      std::fprintf(stderr, "gemmkit: out of memory for the pointwise workspace\n");
+      std::abort();
+    }
+    std::vector<int64_t> taps(static_cast<size_t>(taps_)), border;
+    border.reserve(static_cast<size_t>(kBorderPixels + s_.ow));
+    const Range rows = share(s_.oh, omp_get_thread_num(), omp_get_num_threads(), 1, s_.oh);
+    for (int64_t oh = rows.begin; oh < rows.end; ++oh) {
+      run_direct_row(x, y, oh, taps.data(), work, &border);
+      while (static_cast<int64_t>(border.size()) >= kBorderPixels || (oh + 1 == rows.end && !border.empty())) {
+        const int64_t n = std::min<int64_t>(kBorderPixels, static_cast<int64_t>(border.size()));
+        run_border(x, y, border.data(), n, work);
+        border.erase(border.begin(), border.begin() + n);
+      }
+    }
+  }
+}
+
+// Output row oh. Columns [lo, hi) read only columns inside the image; the kernel runs
+// them in place, tap t of pixel ow at the pixel's input column (row 0) plus taps[t] bytes:
+// the tap's row, or for a row outside the image the zero row. A last partial tile runs
+// there too (its output staged) when its extra pixels' reads stay inside the image; the
+// other pixels of the row are appended to `border`.
+void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_t* taps, float* stage,
+                                    std::vector<int64_t>* border) const {
   const gk_conv_desc& d = s_.d;
-  if (d.out_channels % 8) {
-    float* last = y + (ceil_div(d.out_channels, 8) - 1) * pixels * 8;
-    for (int64_t q = 0; q < pixels; ++q)
-      for (int64_t l = d.out_channels % 8; l < 8; ++l) last[q * 8 + l] = 0.0f;
+  const int64_t w = d.in_width, sw = d.stride_w, pl = d.pad_left, kw = d.kernel_w, dw = d.dilation_w;
+  const int64_t ih0 = oh * d.stride_h - d.pad_top, pixels = s_.pixels(), row = oh * s_.ow;
+  const int64_t lo = std::min(s_.ow, ceil_div(pl, sw));
+  const int64_t hi = std::max(lo, std::min(s_.ow, w - 1 - (kw - 1) * dw + pl < 0 ? 0 : (w - 1 - (kw - 1) * dw + pl) / sw + 1));
+  const int64_t image_floats = d.in_height * w * 8;
+  int64_t valid_reach = 0;  // the furthest float a pixel's valid taps read past its column
+  // The taps' offsets for a call whose first pixel reads column `col` (>= 0) of row 0.
+  auto set_taps = [&](int64_t col) {
+    const float* base = x + col * 8;
+    for (int64_t r = 0, t = 0; r < d.kernel_h; ++r) {
+      const int64_t ih = ih0 + r * d.dilation_h;
+      for (int64_t sx = 0; sx < kw; ++sx, ++t) {
+        if (ih >= 0 && ih < d.in_height) {
+          taps[t] = ((ih * w + sx * dw) * 8) * 4;
+          valid_reach = std::max(valid_reach, (ih * w + sx * dw) * 8 + d.in_channels);
+        } else {
+          taps[t] = reinterpret_cast<intptr_t>(zero_row_.data() + sx * dw * 8) - reinterpret_cast<intptr_t>(base);
+        }
+      }
+    }
+    return base;
+  };
+  gk_pointwise_args args;
+  args.full_blocks = 0, args.tail_channels = d.in_channels;
+  args.x_block_stride = 8, args.x_pixel_stride = sw * 8;
+  args.y_block_stride = pixels * 8;
+  args.bias = nullptr, args.activation = activation_, args.accumulate = 0;
+  args.tap_offsets = taps, args.taps = taps_;
+  int64_t border_from = hi;  // the row's pixels from here on are border pixels
+  for (const Panel& p : panels_) {
+    args.w = w_.data() + p.weights;
+    args.bias = has_bias_ ? bias_.data() + p.oc0 : nullptr;
+    float* out = y + (p.oc0 / 8) * pixels * 8 + row * 8;
+    args.tiles = (hi - lo) / p.mr;
+    if (args.tiles > 0) {
+      args.x = set_taps(lo * sw - pl);
+      args.y = out + lo * 8, args.y_block_stride = pixels * 8;
+      p.fn(&args);
+    }
+    const int64_t ow = lo + args.tiles * p.mr, real = hi - ow;
+    if (real == 0) continue;
+    args.x = set_taps(ow * sw - pl);
+    if (p.one_pixel_calls_pay(real, 0, d.in_channels)) {
+      args.tiles = real, args.y = out + ow * 8, args.y_block_stride = pixels * 8;
+      p.one_pixel(&args);
+      continue;
+    }
+    if ((ow * sw - pl) * 8 + valid_reach + (p.mr - 1) * sw * 8 > image_floats) {  // it would read past the image
+      border_from = std::min(border_from, ow);
+      continue;
+    }
+    args.tiles = 1, args.y = stage, args.y_block_stride = p.mr * 8;
+    p.fn(&args);
+    for (int j = 0; j < p.nr / 8; ++j)
+      std::memcpy(out + j * pixels * 8 + ow * 8, stage + j * p.mr * 8, static_cast<size_t>(real * 8) * 4);
+  }
+  for (int64_t ow = 0; ow < s_.ow; ++ow)
+    if (ow < lo || ow >= border_from) border->push_back(row + ow);
+}
+
+// `count` (<= kBorderPixels) pixels of the output, gathered, computed into the workspace
+// and copied to their places.
+void PointwiseNchw8::run_border(const float* x, float* y, const int64_t* pixel, int64_t count, float* work) const {
+  const int64_t pixels = s_.pixels();
+  float* rows = work + kStagedOutput;
+  float* out = rows + kBorderPixels * dense_row_floats();
+  gather_dense_pixels(x, pixel, count, rows);
+  gk_pointwise_args args;
+  args.x = rows, args.full_blocks = k_rows_ / 8, args.tail_channels = k_rows_ % 8;
+  args.x_block_stride = 8, args.x_pixel_stride = dense_row_floats();
+  args.y = out, args.y_block_stride = kBorderPixels * 8;
+  args.activation = activation_, args.accumulate = 0;
+  for (const Panel& p : panels_) {
+    args.w = w_.data() + p.weights;
+    args.bias = has_bias_ ? bias_.data() + p.oc0 : nullptr;
+    args.tiles = ceil_div(count, p.mr);
+    p.fn(&args);
+    for (int j = 0; j < p.nr / 8; ++j)
+      for (int64_t i = 0; i < count; ++i)
+        std::memcpy(y + ((p.oc0 / 8 + j) * pixels + pixel[i]) * 8, out + (j * kBorderPixels + i) * 8, 32);
   }
 }
 

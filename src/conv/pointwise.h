@@ -7,6 +7,9 @@
 //    blocked buffer whose "channels" are (tap, input channel): each tap of a pixel copies
 //    whole 8-channel vectors (a run of pixels along an input row is one copy), so building
 //    a chunk costs a vector copy per (tap, channel block, pixel) against 8 x NR FMAs.
+//  - under 8 input channels (RGB stems): direct, the kernels read the image in place
+//    through per-tap offsets (run_direct); only the pixels whose taps cross the left or
+//    right padding are gathered (a row's taps above or below the image read a zero row).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -37,21 +40,27 @@ class PointwiseNchw8 {
   struct Panel {
     int64_t oc0, weights;
     int mr, nr;
-    gk_pointwise_fn fn;
+    gk_pointwise_fn fn, one_pixel;  // one_pixel: the kernel for single pixels, or nullptr
+    bool one_pixel_calls_pay(int64_t pixels, int64_t blocked, int64_t tail) const;
   };
   // The kernel's input strides, floats: between 8-row blocks and between pixels.
   struct Strides {
     int64_t block, pixel;
   };
   bool gathers() const;  // im2col chunks (else the image is read in place)
-  bool dense() const;    // under 8 input channels: pixel-major chunks
+  bool direct() const;   // under 8 input channels: run_direct
   int64_t dense_row_floats() const;
   int64_t chunk_floats() const;
   Strides strides() const;
   void gather_chunk(const float* x, int64_t p0, int64_t count, int64_t k0, float* dst) const;
-  void gather_chunk_dense(const float* x, int64_t p0, int64_t count, float* dst) const;
+  void gather_dense_pixels(const float* x, const int64_t* pixels, int64_t count, float* dst) const;
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
                  float* stage) const;
+  void run_gathered(const float* x, float* y, int threads) const;
+  void run_direct(const float* x, float* y, int threads) const;
+  void run_direct_row(const float* x, float* y, int64_t oh, int64_t* taps, float* stage,
+                      std::vector<int64_t>* border) const;
+  void run_border(const float* x, float* y, const int64_t* pixels, int64_t count, float* work) const;
 
   Shape s_;
   int activation_;
@@ -60,10 +69,11 @@ class PointwiseNchw8 {
   int64_t k_rows_;          // rows of a panel's weights: in_channels, or taps x channel_stride_
   int64_t channel_stride_;  // im2col rows per tap: in_channels below 8, else whole blocks
   std::vector<Panel> panels_;
-  std::vector<int64_t> group_end_;  // panels [group_end_[g-1], group_end_[g]) share L2
+  int64_t min_groups_;              // panel groups whose weights fit half of L2 (when weights_fit)
   int64_t chunk_pixels_;            // pixels per work item (a multiple of every MR)
   int64_t k_block_;                 // rows per K block (k_rows_ when the weights fit)
   std::vector<float> w_, bias_;     // bias_ padded to the panels' width
+  std::vector<float> zero_row_;     // direct: what taps above or below the image read
 };
 
 }  // namespace conv

@@ -22,6 +22,9 @@ extern "C" void gk_sgemm_6x8_avx2(const gk_ukernel_args*);
 extern "C" void gk_pointwise_4x24_avx2(const gk_pointwise_args*);
 extern "C" void gk_pointwise_6x16_avx2(const gk_pointwise_args*);
 extern "C" void gk_pointwise_6x8_avx2(const gk_pointwise_args*);
+extern "C" void gk_pointwise_1x24_avx2(const gk_pointwise_args*);
+extern "C" void gk_pointwise_1x16_avx2(const gk_pointwise_args*);
+extern "C" void gk_pointwise_1x8_avx2(const gk_pointwise_args*);
 extern "C" void gk_sgemm_14x32_avx512(const gk_ukernel_args*);
 
 namespace gk {
@@ -29,14 +32,19 @@ namespace {
 bool has_avx512() { return cpu().x86_avx512f; }
 bool has_avx2_fma() { return cpu().x86_avx2_fma; }
 
+// Both AVX2 entries' pointwise kernels (an array member takes a braced list, not a constant).
+#define POINTWISE_AVX2                                                                                      \
+  {{4, 24, gk_pointwise_4x24_avx2, gk_pointwise_1x24_avx2}, {6, 16, gk_pointwise_6x16_avx2, gk_pointwise_1x16_avx2}, \
+   {6, 8, gk_pointwise_6x8_avx2, gk_pointwise_1x8_avx2}}
+
 const KernelInfo kTable[] = {
     {"avx512", "AVX-512F", SimdLevel::Avx512, 14, 32, gk_sgemm_14x32_avx512, {}, 210, 384, 4096, has_avx512, false},
     {"avx2", "AVX2+FMA3", SimdLevel::Avx2, 4, 24, gk_sgemm_4x24_avx2, {{8, gk_sgemm_4x8_avx2}, {16, gk_sgemm_4x16_avx2}},
      192, 336, 4080, has_avx2_fma, true, true,
-     {{4, 24, gk_pointwise_4x24_avx2}, {6, 16, gk_pointwise_6x16_avx2}, {6, 8, gk_pointwise_6x8_avx2}}},
+     POINTWISE_AVX2},
     {"avx2-6x16", "AVX2+FMA3", SimdLevel::Avx2, 6, 16, gk_sgemm_6x16_avx2, {{8, gk_sgemm_6x8_avx2}, {0, nullptr}},
      252, 256, 4080, has_avx2_fma, false, true,
-     {{4, 24, gk_pointwise_4x24_avx2}, {6, 16, gk_pointwise_6x16_avx2}, {6, 8, gk_pointwise_6x8_avx2}}},
+     POINTWISE_AVX2},
     generic_kernel_info(),
 };
 }  // namespace
