@@ -163,7 +163,13 @@ std::string machine_key() {
   int count = 0;
   const KernelInfo* table = arch_kernels(&count);
   std::string kernels;
-  for (int i = 0; i < count; ++i) kernels += std::string(i ? "," : "") + table[i].name;
+  // The kernel set: every entry's name and its pointwise kernels (pixels x channels, "+1"
+  // with a one-pixel variant), so a cache timed on another kernel set is not used.
+  for (int i = 0; i < count; ++i) {
+    kernels += std::string(i ? "," : "") + table[i].name;
+    for (const KernelInfo::Pointwise& pw : table[i].pointwise)
+      if (pw.fn) kernels += ":" + std::to_string(pw.mr) + "x" + std::to_string(pw.nr) + (pw.one_pixel ? "+1" : "");
+  }
   std::ostringstream k;
   k << "cpu=" << sanitize(c.model) << ";kernel=" << active_config().kernel->name << ";kernels=" << kernels
     << ";l1=" << c.l1d_bytes << ";l2=" << c.l2_bytes << ";l3=" << c.l3_bytes
