@@ -379,20 +379,29 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
   const int64_t lo = std::min(s_.ow, ceil_div(pl, sw));
   const int64_t hi = std::max(lo, std::min(s_.ow, w - 1 - (kw - 1) * dw + pl < 0 ? 0 : (w - 1 - (kw - 1) * dw + pl) / sw + 1));
   const int64_t image_floats = d.in_height * w * 8;
+  // The taps' byte offsets from a pixel's input column in row 0: a tap row inside the image
+  // is the same for every call; one outside reads the zero row, at an offset from the
+  // call's first pixel (set_taps).
   int64_t valid_reach = 0;  // the furthest float a pixel's valid taps read past its column
-  // The taps' offsets for a call whose first pixel reads column `col` (>= 0) of row 0.
+  bool outside = false;
+  for (int64_t r = 0, t = 0; r < d.kernel_h; ++r) {
+    const int64_t ih = ih0 + r * d.dilation_h;
+    const bool inside = ih >= 0 && ih < d.in_height;
+    outside |= !inside;
+    for (int64_t sx = 0; sx < kw; ++sx, ++t) {
+      if (!inside) continue;
+      taps[t] = (ih * w + sx * dw) * 8 * 4;
+      valid_reach = std::max(valid_reach, (ih * w + sx * dw) * 8 + d.in_channels);
+    }
+  }
+  // The input of a call whose first pixel reads column `col` (>= 0) of row 0.
   auto set_taps = [&](int64_t col) {
     const float* base = x + col * 8;
-    for (int64_t r = 0, t = 0; r < d.kernel_h; ++r) {
+    for (int64_t r = 0, t = 0; outside && r < d.kernel_h; ++r) {
       const int64_t ih = ih0 + r * d.dilation_h;
-      for (int64_t sx = 0; sx < kw; ++sx, ++t) {
-        if (ih >= 0 && ih < d.in_height) {
-          taps[t] = ((ih * w + sx * dw) * 8) * 4;
-          valid_reach = std::max(valid_reach, (ih * w + sx * dw) * 8 + d.in_channels);
-        } else {
+      for (int64_t sx = 0; sx < kw; ++sx, ++t)
+        if (ih < 0 || ih >= d.in_height)
           taps[t] = reinterpret_cast<intptr_t>(zero_row_.data() + sx * dw * 8) - reinterpret_cast<intptr_t>(base);
-        }
-      }
     }
     return base;
   };
@@ -430,8 +439,8 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
     for (int j = 0; j < p.nr / 8; ++j)
       std::memcpy(out + j * pixels * 8 + ow * 8, stage + j * p.mr * 8, static_cast<size_t>(real * 8) * 4);
   }
-  for (int64_t ow = 0; ow < s_.ow; ++ow)
-    if (ow < lo || ow >= border_from) border->push_back(row + ow);
+  for (int64_t ow = 0; ow < lo; ++ow) border->push_back(row + ow);
+  for (int64_t ow = border_from; ow < s_.ow; ++ow) border->push_back(row + ow);
 }
 
 // `count` (<= kBorderPixels) pixels of the output, gathered, computed into the workspace
