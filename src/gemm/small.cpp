@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "common/runtime.h"
 #include "gemm/gemm.h"
@@ -17,15 +18,53 @@ bool prefers_small_path(int64_t m, int64_t n, int64_t k) {
   return static_cast<double>(m) * n * k <= 96.0 * 96 * 96 && k <= 1024;
 }
 
+namespace {
+
+// Column panels of one kernel width each: the widest kernel while more than it is left,
+// but 16 + 16 rather than 24 + 8 (a 4x8 tile spends 4 broadcasts per k on 4 FMAs: 32^3
+// took as long in its last 8 columns as in the first 24); the rest on the narrowest
+// kernel that covers it (a partial panel when the columns are fewer).
+struct ColumnPanel {
+  int64_t j, width, cols;  // first column, kernel width, real columns (< width: partial)
+};
+std::vector<ColumnPanel> column_panels(const KernelInfo& ker, int64_t n) {
+  std::vector<int64_t> widths{ker.nr};  // descending
+  for (int q = 1; q >= 0; --q)
+    if (ker.narrower[q].fn) widths.push_back(ker.narrower[q].nr);
+  const bool has16 = std::find(widths.begin(), widths.end(), 16) != widths.end();
+  std::vector<ColumnPanel> panels;
+  for (int64_t j = 0; j < n;) {
+    const int64_t left = n - j;
+    int64_t width = widths.front();
+    if (left > width) {
+      if (width == 24 && left == 32 && has16) width = 16;
+    } else {
+      for (int64_t w : widths)
+        if (w >= left) width = w;
+    }
+    panels.push_back({j, width, std::min(width, left)});
+    j += width;
+  }
+  return panels;
+}
+
+}  // namespace
+
 void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
                 const KernelConfig& cfg) {
   const KernelInfo& ker = *cfg.kernel;
-  const int mr = ker.mr, nr = ker.nr;
-  const int64_t full_panels = p.n / nr, panels = (p.n + nr - 1) / nr;
+  const int mr = ker.mr;
+  const std::vector<ColumnPanel> panels = column_panels(ker, p.n);
+  // Panels read in place (B's columns contiguous, the panel whole), or copied: where the
+  // copies go in the edge buffer (-1: in place).
   const bool b_in_place = b.cs == 1;
-  // Panels that must be copied: all of them, or only the partial last one.
-  const int64_t first_packed = b_in_place ? full_panels : 0;
-  const int64_t packed_floats = (panels - first_packed) * p.k * nr;
+  std::vector<int64_t> packed_at(panels.size(), -1);
+  int64_t packed_floats = 0;
+  for (size_t q = 0; q < panels.size(); ++q)
+    if (!b_in_place || panels[q].cols < panels[q].width) {
+      packed_at[q] = packed_floats;
+      packed_floats += p.k * panels[q].width;
+    }
   float* b_packed = scratch(ScratchSlot::Edge, packed_floats);
   float* a_panel = scratch(ScratchSlot::PackedA, mr * p.k);
   if ((packed_floats && !b_packed) || !a_panel) {
@@ -34,19 +73,20 @@ void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
   }
   const PlainA a_source(a);
   const PlainB b_source(b);
-  for (int64_t q = first_packed; q < panels; ++q)
-    b_source.pack_panel(0, p.k, q * nr, std::min<int64_t>(nr, p.n - q * nr), nr,
-                        b_packed + (q - first_packed) * p.k * nr);
+  for (size_t q = 0; q < panels.size(); ++q)
+    if (packed_at[q] >= 0)
+      b_source.pack_panel(0, p.k, panels[q].j, panels[q].cols, static_cast<int>(panels[q].width),
+                          b_packed + packed_at[q]);
 
   for (int64_t i = 0; i < p.m; i += mr) {
     const int64_t rows = std::min<int64_t>(mr, p.m - i);
     const float* ap = a_source.panel(i, rows, 0, p.k, mr, a_panel);
-    for (int64_t q = 0; q < panels; ++q) {
-      const int64_t j = q * nr, cols = std::min<int64_t>(nr, p.n - j);
-      const bool direct = q < first_packed;
-      const float* bp = direct ? &b.at(0, j) : b_packed + (q - first_packed) * p.k * nr;
-      run_ukernel(ker, rows, cols, p.k, p.alpha, ap, bp, direct ? b.rs : nr, p.beta,
-                  p.c + i * p.rs_c + j, p.rs_c, &p.epilogue, i, j);
+    for (size_t q = 0; q < panels.size(); ++q) {
+      const ColumnPanel& c = panels[q];
+      const bool direct = packed_at[q] < 0;
+      const float* bp = direct ? &b.at(0, c.j) : b_packed + packed_at[q];
+      run_ukernel(ker, rows, c.cols, p.k, p.alpha, ap, bp, direct ? b.rs : c.width, p.beta,
+                  p.c + i * p.rs_c + c.j, p.rs_c, &p.epilogue, i, c.j);
     }
   }
 }
