@@ -63,7 +63,8 @@ struct PrefetchTarget {
 void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, int64_t mc,
                       int64_t j, int64_t cols, int64_t kc, float beta, bool last_k,
                       const std::vector<const float*>& a_panels, const float* b_panel,
-                      const PrefetchTarget& next = {}) {
+                      const PrefetchTarget& next = {}, int64_t rs_b = 0) {
+  if (!rs_b) rs_b = ker.nr;  // B packed at the kernel's width
   const int64_t calls = ceil_div(mc, ker.mr);
   const int64_t slice = ceil_div(next.kc, calls);
   for (int64_t ir = 0, call = 0; ir < mc; ir += ker.mr, ++call) {
@@ -75,7 +76,7 @@ void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, i
       // The next call's C tile, for writing: when C is not in cache (a conv output, K
       // small) its read-for-ownership would otherwise stall the store of this tile.
       if (ir + ker.mr < mc) prefetch_c_tile(p.c + (ic + ir + ker.mr) * p.rs_c + j, p.rs_c, ker.mr, cols);
-      run_ukernel(ker, rows, cols, kc, p.alpha, a_panels[ir / ker.mr], b_panel, ker.nr, beta,
+      run_ukernel(ker, rows, cols, kc, p.alpha, a_panels[ir / ker.mr], b_panel, rs_b, beta,
                   p.c + (ic + ir) * p.rs_c + j, p.rs_c, last_k ? &p.epilogue : nullptr, ic + ir, j);
     }
     const int64_t k_begin = call * slice;
@@ -100,18 +101,19 @@ void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
     float* b_panel = scratch(ScratchSlot::PackedB, kc_max * nr);
     if ((!a_block && !p.a->prepacked()) || !b_panel) out_of_memory(round_up(mc, mr) * kc_max + kc_max * nr);
     std::vector<const float*> a_panels(static_cast<size_t>(mc / mr + 1));
-    const int64_t panels = ceil_div(p.n, nr);
-    const Range mine = share(panels, tid, nt, 1, panels);
+    const std::vector<ColumnPanel> panels = column_panels(ker, p.n);
+    const int64_t count = static_cast<int64_t>(panels.size());
+    const Range mine = share(count, tid, nt, 1, count);
     for_each_balanced_block(p.k, cfg.kc, 1, [&](int64_t pc, int64_t kc) {
       const bool last_k = pc + kc == p.k;
       const float beta = pc == 0 ? p.beta : 1.0f;
       if (mine.begin < mine.end) pack_a_block(p, mr, 0, mc, pc, kc, a_block, a_panels);
       for (int64_t q = mine.begin; q < mine.end; ++q) {
-        const int64_t j = q * nr, cols = std::min<int64_t>(nr, p.n - j);
-        p.b->pack_panel(pc, kc, j, cols, nr, b_panel);
+        const ColumnPanel& c = panels[static_cast<size_t>(q)];
+        p.b->pack_panel(pc, kc, c.j, c.cols, static_cast<int>(c.width), b_panel);
         PrefetchTarget next;
-        if (q + 1 < mine.end) next = {pc, kc, j + nr, std::min<int64_t>(nr, p.n - j - nr)};
-        run_panel_column(p, ker, 0, mc, j, cols, kc, beta, last_k, a_panels, b_panel, next);
+        if (q + 1 < mine.end) next = {pc, kc, panels[static_cast<size_t>(q + 1)].j, panels[static_cast<size_t>(q + 1)].cols};
+        run_panel_column(p, ker, 0, mc, c.j, c.cols, kc, beta, last_k, a_panels, b_panel, next, c.width);
       }
     });
   }

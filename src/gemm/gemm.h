@@ -6,6 +6,7 @@
 // as the transposed problem C^T = op(B)^T op(A)^T, which is the same memory.
 #pragma once
 #include <cstdint>
+#include <vector>
 #include <string>
 
 #include "arch/ukernel.h"
@@ -132,6 +133,16 @@ KernelConfig derive_blocking(const KernelInfo& kernel);
 // The narrowest kernel of `kernel`'s shape family that covers n <= NR columns (the full
 // tile kernel if none is narrower); *width receives the columns it computes.
 gk_ukernel_fn kernel_for_columns(const KernelInfo& kernel, int64_t n, int64_t* width);
+
+// Column panels of one kernel width each: the widest kernel while more columns than it
+// are left, but 16 + 16 rather than 24 + 8 (a 4x8 tile spends 4 broadcasts per k on 4
+// FMAs: 32^3 took as long in its last 8 columns as in the first 24, 128^3 at 1 thread ran
+// 0.93x OpenBLAS); the rest on the narrowest kernel that covers it (a partial panel, cols
+// < width, when the columns are fewer).
+struct ColumnPanel {
+  int64_t j, width, cols;  // first column, kernel width, real columns
+};
+std::vector<ColumnPanel> column_panels(const KernelInfo& kernel, int64_t n);
 
 // Runs one micro-kernel call on a tile of m <= MR rows and n <= NR columns: full tiles go
 // straight to the kernel, partial ones through a local tile (the kernel never touches C

@@ -18,38 +18,6 @@ bool prefers_small_path(int64_t m, int64_t n, int64_t k) {
   return static_cast<double>(m) * n * k <= 96.0 * 96 * 96 && k <= 1024;
 }
 
-namespace {
-
-// Column panels of one kernel width each: the widest kernel while more than it is left,
-// but 16 + 16 rather than 24 + 8 (a 4x8 tile spends 4 broadcasts per k on 4 FMAs: 32^3
-// took as long in its last 8 columns as in the first 24); the rest on the narrowest
-// kernel that covers it (a partial panel when the columns are fewer).
-struct ColumnPanel {
-  int64_t j, width, cols;  // first column, kernel width, real columns (< width: partial)
-};
-std::vector<ColumnPanel> column_panels(const KernelInfo& ker, int64_t n) {
-  std::vector<int64_t> widths{ker.nr};  // descending
-  for (int q = 1; q >= 0; --q)
-    if (ker.narrower[q].fn) widths.push_back(ker.narrower[q].nr);
-  const bool has16 = std::find(widths.begin(), widths.end(), 16) != widths.end();
-  std::vector<ColumnPanel> panels;
-  for (int64_t j = 0; j < n;) {
-    const int64_t left = n - j;
-    int64_t width = widths.front();
-    if (left > width) {
-      if (width == 24 && left == 32 && has16) width = 16;
-    } else {
-      for (int64_t w : widths)
-        if (w >= left) width = w;
-    }
-    panels.push_back({j, width, std::min(width, left)});
-    j += width;
-  }
-  return panels;
-}
-
-}  // namespace
-
 void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
                 const KernelConfig& cfg) {
   const KernelInfo& ker = *cfg.kernel;

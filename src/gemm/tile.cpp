@@ -1,5 +1,6 @@
 // One micro-kernel call on a possibly partial tile, the epilogue, and C scaling.
 #include <algorithm>
+#include <vector>
 #include <cstring>
 
 #include "common/simd.h"
@@ -68,6 +69,27 @@ gk_ukernel_fn kernel_for_columns(const KernelInfo& kernel, int64_t n, int64_t* w
   }
   *width = kernel.nr;
   return kernel.full_tile;
+}
+
+std::vector<ColumnPanel> column_panels(const KernelInfo& ker, int64_t n) {
+  std::vector<int64_t> widths{ker.nr};  // descending
+  for (int q = 1; q >= 0; --q)
+    if (ker.narrower[q].fn) widths.push_back(ker.narrower[q].nr);
+  const bool has16 = std::find(widths.begin(), widths.end(), 16) != widths.end();
+  std::vector<ColumnPanel> panels;
+  for (int64_t j = 0; j < n;) {
+    const int64_t left = n - j;
+    int64_t width = widths.front();
+    if (left > width) {
+      if (width == 24 && left == 32 && has16) width = 16;
+    } else {
+      for (int64_t w : widths)
+        if (w >= left) width = w;
+    }
+    panels.push_back({j, width, std::min(width, left)});
+    j += width;
+  }
+  return panels;
 }
 
 namespace {
