@@ -301,6 +301,17 @@ void PointwiseNchw8::run(const float* x, float* y, int threads) const {
   }
 }
 
+// The calling thread's workspace (workspace_floats()); a failed allocation aborts, as the
+// other algorithms' do (a run has no way to report it).
+float* PointwiseNchw8::thread_workspace() const {
+  float* work = scratch(ScratchSlot::ConvRow, workspace_floats());
+  if (!work) {
+    std::fprintf(stderr, "gemmkit: out of memory for the pointwise workspace\n");
+    std::abort();
+  }
+  return work;
+}
+
 void PointwiseNchw8::run_gathered(const float* x, float* y, int threads) const {
   const int64_t pixels = s_.pixels(), chunks = ceil_div(pixels, chunk_pixels_);
   const int64_t npanels = static_cast<int64_t>(panels_.size());
@@ -316,11 +327,7 @@ void PointwiseNchw8::run_gathered(const float* x, float* y, int threads) const {
   if (threads > 1) note_parallel_region();
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    float* work = scratch(ScratchSlot::ConvRow, workspace_floats());
-    if (!work) {
-      std::fprintf(stderr, "gemmkit: out of memory for the pointwise workspace\n");
-      std::abort();
-    }
+    float* work = thread_workspace();
     float* chunk = work + kStagedOutput;
     const Strides st = strides();
     const Range r = share(items, omp_get_thread_num(), omp_get_num_threads(), 1, items);
@@ -347,11 +354,7 @@ void PointwiseNchw8::run_direct(const float* x, float* y, int threads) const {
   if (threads > 1) note_parallel_region();
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    float* work = scratch(ScratchSlot::ConvRow, workspace_floats());
-    if (!work) {
-      std::fprintf(stderr, "gemmkit: out of memory for the pointwise workspace\n");
-      std::abort();
-    }
+    float* work = thread_workspace();
     std::vector<int64_t> taps(static_cast<size_t>(taps_)), border;
     border.reserve(static_cast<size_t>(kBorderPixels + s_.ow));
     const Range rows = share(s_.oh, omp_get_thread_num(), omp_get_num_threads(), 1, s_.oh);

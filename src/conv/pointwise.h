@@ -56,6 +56,7 @@ class PointwiseNchw8 {
   void gather_dense_pixels(const float* x, const int64_t* pixels, int64_t count, float* dst) const;
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
                  float* stage) const;
+  float* thread_workspace() const;
   void run_gathered(const float* x, float* y, int threads) const;
   void run_direct(const float* x, float* y, int threads) const;
   void run_direct_row(const float* x, float* y, int64_t oh, int64_t* taps, float* stage,
