@@ -23,16 +23,13 @@ void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
   const KernelInfo& ker = *cfg.kernel;
   const int mr = ker.mr;
   const std::vector<ColumnPanel> panels = column_panels(ker, p.n);
-  // Panels read in place (B's columns contiguous, the panel whole), or copied: where the
-  // copies go in the edge buffer (-1: in place).
+  // Panels read in place (B's columns contiguous, the panel whole), or copied one after
+  // another into the edge buffer.
   const bool b_in_place = b.cs == 1;
-  std::vector<int64_t> packed_at(panels.size(), -1);
+  auto copied = [&](const ColumnPanel& c) { return !b_in_place || c.cols < c.width; };
   int64_t packed_floats = 0;
-  for (size_t q = 0; q < panels.size(); ++q)
-    if (!b_in_place || panels[q].cols < panels[q].width) {
-      packed_at[q] = packed_floats;
-      packed_floats += p.k * panels[q].width;
-    }
+  for (const ColumnPanel& c : panels)
+    if (copied(c)) packed_floats += p.k * c.width;
   float* b_packed = scratch(ScratchSlot::Edge, packed_floats);
   float* a_panel = scratch(ScratchSlot::PackedA, mr * p.k);
   if ((packed_floats && !b_packed) || !a_panel) {
@@ -41,18 +38,21 @@ void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
   }
   const PlainA a_source(a);
   const PlainB b_source(b);
-  for (size_t q = 0; q < panels.size(); ++q)
-    if (packed_at[q] >= 0)
-      b_source.pack_panel(0, p.k, panels[q].j, panels[q].cols, static_cast<int>(panels[q].width),
-                          b_packed + packed_at[q]);
+  int64_t at = 0;
+  for (const ColumnPanel& c : panels)
+    if (copied(c)) {
+      b_source.pack_panel(0, p.k, c.j, c.cols, static_cast<int>(c.width), b_packed + at);
+      at += p.k * c.width;
+    }
 
   for (int64_t i = 0; i < p.m; i += mr) {
     const int64_t rows = std::min<int64_t>(mr, p.m - i);
     const float* ap = a_source.panel(i, rows, 0, p.k, mr, a_panel);
-    for (size_t q = 0; q < panels.size(); ++q) {
-      const ColumnPanel& c = panels[q];
-      const bool direct = packed_at[q] < 0;
-      const float* bp = direct ? &b.at(0, c.j) : b_packed + packed_at[q];
+    at = 0;  // the copied panels in the order they were copied
+    for (const ColumnPanel& c : panels) {
+      const bool direct = !copied(c);
+      const float* bp = direct ? &b.at(0, c.j) : b_packed + at;
+      if (!direct) at += p.k * c.width;
       run_ukernel(ker, rows, c.cols, p.k, p.alpha, ap, bp, direct ? b.rs : c.width, p.beta,
                   p.c + i * p.rs_c + c.j, p.rs_c, &p.epilogue, i, c.j);
     }

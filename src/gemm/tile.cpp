@@ -72,19 +72,24 @@ gk_ukernel_fn kernel_for_columns(const KernelInfo& kernel, int64_t n, int64_t* w
 }
 
 std::vector<ColumnPanel> column_panels(const KernelInfo& ker, int64_t n) {
-  std::vector<int64_t> widths{ker.nr};  // descending
+  int64_t widths[3] = {ker.nr, 0, 0};  // descending
+  int count = 1;
+  bool has16 = ker.nr == 16;
   for (int q = 1; q >= 0; --q)
-    if (ker.narrower[q].fn) widths.push_back(ker.narrower[q].nr);
-  const bool has16 = std::find(widths.begin(), widths.end(), 16) != widths.end();
+    if (ker.narrower[q].fn) {
+      widths[count++] = ker.narrower[q].nr;
+      has16 |= ker.narrower[q].nr == 16;
+    }
   std::vector<ColumnPanel> panels;
+  panels.reserve(static_cast<size_t>(n / ker.nr + 2));
   for (int64_t j = 0; j < n;) {
     const int64_t left = n - j;
-    int64_t width = widths.front();
+    int64_t width = widths[0];
     if (left > width) {
       if (width == 24 && left == 32 && has16) width = 16;
     } else {
-      for (int64_t w : widths)
-        if (w >= left) width = w;
+      for (int q = 0; q < count; ++q)
+        if (widths[q] >= left) width = widths[q];
     }
     panels.push_back({j, width, std::min(width, left)});
     j += width;
