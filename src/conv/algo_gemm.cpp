@@ -365,9 +365,7 @@ class GemmConv final : public Prepared {
       p.c = y, p.c_block_stride = pixels * 8;
       p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), 0);
       gemm_on_image(p, x, true, threads);
-      if (d.out_channels % 8)
-        for (int64_t q = 0; q < pixels; ++q)
-          for (int64_t l = d.out_channels % 8; l < 8; ++l) y[((out_blocks - 1) * pixels + q) * 8 + l] = 0.0f;
+      if (d.out_channels % 8) zero_padding_lanes(y + (out_blocks - 1) * pixels * 8, pixels, d.out_channels % 8);
     }
   }
 

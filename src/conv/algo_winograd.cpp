@@ -601,9 +601,7 @@ class WinogradConv final : public Prepared {
                                 v + xi * icn * width + p * icn * nr_, nr_, beta, m + xi * xi_m, width * 8, nullptr,
                                 r, p * nr_);
       }
-      if (ocs % 8)
-        for (int64_t t = 0; t < count; ++t)
-          for (int64_t l = ocs % 8; l < 8; ++l) m[xi * xi_m + (ocs / 8) * width * 8 + t * 8 + l] = 0.0f;
+      if (ocs % 8) zero_padding_lanes(m + xi * xi_m + (ocs / 8) * width * 8, count, ocs % 8);
     }
   }
 

@@ -18,6 +18,7 @@
 
 #include "common/runtime.h"
 #include "common/simd.h"
+#include "conv/vec.h"
 #include "gemm/partition.h"
 
 // The copies below run only beside pointwise kernels, which exist only in AVX2 kernel
@@ -289,15 +290,9 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
 void PointwiseNchw8::run(const float* x, float* y, int threads) const {
   if (direct()) {
     run_direct(x, y, threads);
+    zero_padding_channels(y, 0, s_.pixels());
   } else {
     run_gathered(x, y, threads);
-  }
-  const gk_conv_desc& d = s_.d;
-  const int64_t pixels = s_.pixels();
-  if (d.out_channels % 8) {
-    float* last = y + (ceil_div(d.out_channels, 8) - 1) * pixels * 8;
-    for (int64_t q = 0; q < pixels; ++q)
-      for (int64_t l = d.out_channels % 8; l < 8; ++l) last[q * 8 + l] = 0.0f;
   }
 }
 
@@ -342,8 +337,17 @@ void PointwiseNchw8::run_gathered(const float* x, float* y, int threads) const {
         for (int64_t pi = panels.begin; pi < panels.end; ++pi)
           run_tiles(panels_[static_cast<size_t>(pi)], k0, a0, st, y, c0, c1, work);
       }
+      // The chunk's padding channels, while its output is in L1 (a pass over the whole
+      // last block afterwards read it back from L2: 3.5% of a 24 -> 58 channel layer).
+      if (panels.end == npanels) zero_padding_channels(y, c0, c1);
     }
   }
+}
+
+// Output pixels [p0, p1) of the last channel block: its lanes past the last channel zeroed.
+void PointwiseNchw8::zero_padding_channels(float* y, int64_t p0, int64_t p1) const {
+  const int64_t oc = s_.d.out_channels, pixels = s_.pixels();
+  if (oc % 8) zero_padding_lanes(y + ((ceil_div(oc, 8) - 1) * pixels + p0) * 8, p1 - p0, oc % 8);
 }
 
 // Direct (under 8 input channels): output rows shared between threads; a row's pixels whose

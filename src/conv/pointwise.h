@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "arch/ukernel.h"
+#include "common/aligned_vector.h"
 #include "conv/conv.h"
 
 namespace gk {
@@ -61,6 +62,7 @@ class PointwiseNchw8 {
   void run_direct(const float* x, float* y, int threads) const;
   void run_direct_row(const float* x, float* y, int64_t oh, int64_t* taps, float* stage,
                       std::vector<int64_t>* border) const;
+  void zero_padding_channels(float* y, int64_t p0, int64_t p1) const;
   void run_border(const float* x, float* y, const int64_t* pixels, int64_t count, float* work) const;
 
   Shape s_;
@@ -73,8 +75,8 @@ class PointwiseNchw8 {
   int64_t min_groups_;              // panel groups whose weights fit half of L2 (when weights_fit)
   int64_t chunk_pixels_;            // pixels per work item (a multiple of every MR)
   int64_t k_block_;                 // rows per K block (k_rows_ when the weights fit)
-  std::vector<float> w_, bias_;     // bias_ padded to the panels' width
-  std::vector<float> zero_row_;     // direct: what taps above or below the image read
+  aligned_vector<float> w_, bias_;  // bias_ padded to the panels' width
+  aligned_vector<float> zero_row_;  // direct: what taps above or below the image read
 };
 
 }  // namespace conv
