@@ -178,38 +178,41 @@ TEST(Conv, DepthwiseBothVectorizations) {
 }
 
 // Across channels, every output row width from 1 to 27 at strides 1 and 2, with and
-// without padding: the blocks of 8 columns, the blocks of exactly the 1..7 columns left and
-// the split of a last whole block with 1..3 more (9 = 5 + 4 .. 11 = 6 + 5), next to the
-// border columns. NCHW8 (in place) and NCHW (staged bands), 9 channels (a partial block).
+// without padding, 3x3 and 5x5 (their sizes compiled in; at stride 1 each input vector
+// loaded once per kernel row): the blocks of 8 columns, the blocks of exactly the 1..7
+// columns left and the split of a last whole block with 1..3 more (9 = 5 + 4 .. 11 =
+// 6 + 5), next to the border columns. NCHW8 (in place) and NCHW (staged bands), 9
+// channels (a partial block).
 TEST(Conv, DepthwiseEveryRowWidth) {
   int i = 0;
   for (gk_layout layout : {GK_LAYOUT_NCHW8, GK_LAYOUT_NCHW})
-    for (int64_t stride : {1, 2})
-      for (int64_t pad : {0, 1})
-        for (int64_t ow = 1; ow <= 27; ++ow) {
-          gk_conv_desc d;
-          gk_conv_desc_init(&d);
-          d.batch = 1, d.in_channels = 9, d.groups = 9, d.out_channels = 9;
-          d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = stride;
-          d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = pad;
-          d.in_height = 5;
-          d.in_width = (ow - 1) * stride + 3 - 2 * pad;  // gives ow output columns
-          if (d.in_width < 3) continue;
-          d.layout = layout;
-          d.activation = gk_activation(i % 3);
-          gk::conv::Shape shape;
-          ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
-          ASSERT_EQ(shape.ow, ow);
-          const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(900 + i));
-          const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
-                                                                         c.with_bias ? c.bias.data() : nullptr, 1);
-          ASSERT_TRUE(prepared);
-          gktest::check_conv_run(c, "depthwise:vectorize=1 " + gktest::describe(d), [&](const float* in, float* out) {
-            EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
-          });
-          ++i;
-          if (HasFailure()) return;
-        }
+    for (int64_t k : {3, 5})
+      for (int64_t stride : {1, 2})
+        for (int64_t pad : {int64_t(0), k / 2})
+          for (int64_t ow = 1; ow <= 27; ++ow) {
+            gk_conv_desc d;
+            gk_conv_desc_init(&d);
+            d.batch = 1, d.in_channels = 9, d.groups = 9, d.out_channels = 9;
+            d.kernel_h = d.kernel_w = k, d.stride_h = d.stride_w = stride;
+            d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = pad;
+            d.in_height = 6;
+            d.in_width = (ow - 1) * stride + k - 2 * pad;  // gives ow output columns
+            if (d.in_width < k) continue;
+            d.layout = layout;
+            d.activation = gk_activation(i % 3);
+            gk::conv::Shape shape;
+            ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
+            ASSERT_EQ(shape.ow, ow);
+            const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(900 + i));
+            const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
+                                                                           c.with_bias ? c.bias.data() : nullptr, 1);
+            ASSERT_TRUE(prepared);
+            gktest::check_conv_run(c, "depthwise:vectorize=1 " + gktest::describe(d), [&](const float* in, float* out) {
+              EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
+            });
+            ++i;
+            if (HasFailure()) return;
+          }
 }
 
 namespace {

@@ -107,6 +107,37 @@ GK_INLINE void border_column(const DwGeometry& g, const float* const* rows, cons
 template <int KH, int KW, int SW, int N>
 GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const float* w, v8 bias,
                             gk_activation act, int64_t x, float* out) {
+  if constexpr (KW != 0 && SW == 1) {
+    // Kernel width and stride compiled in: each input vector of a kernel row is loaded once
+    // and multiplied into every accumulator whose taps read it (3 at stride 1 for 3x3),
+    // the row's KW weights held in registers: N + KW + 1 live vectors, at most 14. Per
+    // kernel row of 8 columns: 10 input and 3 weight loads, not 24 + 3 (at stride 1), which
+    // made the layers load-bound. Each output's taps are summed in the same order.
+    constexpr int kSpan = (N - 1) * SW + KW;  // input columns the block reads in a row
+    const int64_t kh = KH ? KH : g.kh;
+    v8 a[N];
+#pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) a[n] = bias;
+    for (int64_t i = 0; i < kh; ++i) {
+      if (!rows[i]) continue;
+      const float* r = rows[i] + (x * SW - g.pad_left) * kLanes;
+      v8 wt[KW];
+#pragma GCC unroll 8
+      for (int j = 0; j < KW; ++j) wt[j] = load8(w + (i * KW + j) * kLanes);
+#pragma GCC unroll 64
+      for (int q = 0; q < kSpan; ++q) {
+        const v8 v = load8(r + q * kLanes);
+#pragma GCC unroll 8
+        for (int j = 0; j < KW; ++j) {
+          const int n = (q - j) / SW;
+          if (q >= j && (q - j) % SW == 0 && n < N) a[n] += v * wt[j];
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) store8(out + (x + n) * kLanes, activate8(a[n], act));
+    return;
+  }
   const int64_t kh = KH ? KH : g.kh, kw = KW ? KW : g.kw;
   const int64_t step = (SW ? SW : g.sw) * kLanes, tap_step = (SW ? 1 : g.dw) * kLanes;
   const int64_t sw = SW ? SW : g.sw;
