@@ -13,7 +13,12 @@
 // convolution's FLOPs), and on a few representative layers the time share of the three
 // Winograd phases (input transform, GEMMs, output transform), one thread.
 //
-//   bench_conv [--rounds=N] [--threads=1,2] [--quick] [--out=DIR] [--layers=CSV]
+// Rounds are many and short (7 of 20 ms per point by default): this VM's speed changes in
+// phases of a second or more (the same plan 0.27 or 0.39 ms), so 3 rounds of 50 ms
+// left a layer's median to which phase each library's runs fell in; ShuffleNetV2's total
+// moved 3% between FASTRUN and AUTO on identical plans.
+//
+//   bench_conv [--rounds=N] [--min-time=S] [--threads=1,2] [--quick] [--out=DIR] [--layers=CSV]
 #include <omp.h>
 
 #include <chrono>
@@ -309,7 +314,8 @@ std::string phase_report(const std::vector<Layer>& layers, const std::vector<Lay
 
 int main(int argc, char** argv) {
   const bool quick = arg(argc, argv, "quick", "") == "1";
-  const int rounds = std::stoi(arg(argc, argv, "rounds", quick ? "1" : "3"));
+  const int rounds = std::stoi(arg(argc, argv, "rounds", quick ? "1" : "7"));
+  const double min_time = std::stod(arg(argc, argv, "min-time", "0.02"));  // seconds per run
   const std::string out_dir = arg(argc, argv, "out", "build/bench");
   const std::vector<int> thread_counts = gkbench::thread_list(argc, argv);
   std::vector<Layer> layers = read_layers(arg(argc, argv, "layers", "perf/networks.csv"));
@@ -378,7 +384,7 @@ int main(int argc, char** argv) {
       auto reg = [&](const char* lib, std::function<void()> body) {
         benchmark::RegisterBenchmark(point_name(layers[i], t, lib).c_str(), [body](benchmark::State& st) {
           for (auto _ : st) body();
-        })->MinTime(quick ? 0.02 : 0.05)->UseRealTime()->Unit(benchmark::kMicrosecond);
+        })->MinTime(min_time)->UseRealTime()->Unit(benchmark::kMicrosecond);
       };
       reg("gemmkit", [sp, t] { gk_set_num_threads(t); gk_conv_run(sp->plan, sp->data->x.data(), sp->data->y.data()); });
       reg("gemmkit-fastrun", [sp, t] {
