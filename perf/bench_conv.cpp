@@ -210,6 +210,14 @@ const char* kPhaseLayers[][2] = {{"vgg16", "features.2"},      {"vgg16", "featur
                                  {"vgg16", "features.24"},     {"resnet18", "layer1.0.conv1"},
                                  {"resnet18", "layer3.0.conv2"}, {"resnet18", "layer4.0.conv2"}};
 
+// Seconds per run of a layer: at least `min_time`, and the time of 4 runs at 100 GFLOP/s
+// per thread (direct convolution's FLOPs), up to 0.15 s: a VGG-16 layer
+// of 20-30 ms was one run per 20 ms sample, and FASTRUN and AUTO, identical plans, came
+// out 8% apart on its total.
+double layer_min_time(const Layer& l, int threads, double min_time) {
+  return std::max(min_time, std::min(0.15, 4 * l.flops() / (100e9 * threads)));
+}
+
 std::string point_name(const Layer& l, int threads, const std::string& lib) {
   return "conv/" + l.net + "/" + l.name + "/t" + std::to_string(threads) + "/" + lib;
 }
@@ -384,7 +392,7 @@ int main(int argc, char** argv) {
       auto reg = [&](const char* lib, std::function<void()> body) {
         benchmark::RegisterBenchmark(point_name(layers[i], t, lib).c_str(), [body](benchmark::State& st) {
           for (auto _ : st) body();
-        })->MinTime(min_time)->UseRealTime()->Unit(benchmark::kMicrosecond);
+        })->MinTime(layer_min_time(layers[i], t, min_time))->UseRealTime()->Unit(benchmark::kMicrosecond);
       };
       reg("gemmkit", [sp, t] { gk_set_num_threads(t); gk_conv_run(sp->plan, sp->data->x.data(), sp->data->y.data()); });
       reg("gemmkit-fastrun", [sp, t] {
