@@ -187,7 +187,7 @@ GK_INLINE void compute_row(const DwGeometry& g, const float* const* rows, const 
   // block, that block and they are split into two of 4..6 instead (11 = 6 + 5), since 1..3
   // columns are as many chains of dependent FMAs. Blocks of exactly the width left, not
   // overlapping ones: 7-wide rows ran as 4 + 4 columns, 14-wide as 8 + 8 (Zen 3, MobileNetV2's
-  // and ShuffleNetV2's 7x7 and 14x14 layers: 11-27% faster).
+  // and ShuffleNetV2's 7x7 and 14x14 layers: 11-39% faster).
   const int64_t inner = g.inner_hi - g.inner_lo;
   const int64_t whole = inner % 8 != 0 && inner % 8 < 4 && inner > 8 ? inner / 8 - 1 : inner / 8;
   int64_t x = g.inner_lo;
