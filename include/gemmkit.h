@@ -78,13 +78,17 @@ typedef struct {
   int64_t batch, in_channels, in_height, in_width, out_channels;
   int64_t kernel_h, kernel_w, stride_h, stride_w;
   int64_t pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups;
-  gk_layout layout;         /* input and output */
+  gk_layout layout;         /* input and output (input: see GK_CONV_FLAG_NCHW_INPUT) */
   gk_activation activation; /* fused after bias */
   uint32_t flags;           /* GK_CONV_FLAG_* */
 } gk_conv_desc;
 
 /* AUTO/FASTRUN never pick an algorithm less accurate than direct (Winograd F43, F63). */
 #define GK_CONV_FLAG_HIGH_ACCURACY 1u
+/* The input is NCHW whatever `layout` is; the output is in `layout`. For a network's first
+ * layer in a blocked layout: the image is read as it comes (3 planes), not first padded to
+ * a channel block (an RGB image in NCHW8 is 8/3 as many bytes). */
+#define GK_CONV_FLAG_NCHW_INPUT 2u
 
 typedef struct gk_conv_plan gk_conv_plan;
 

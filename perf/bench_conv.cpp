@@ -184,6 +184,14 @@ class OneDnnConv {
 // gemmkit-nchw8: AUTO with activations in NCHW8, the blocked layout to set against
 // oneDNN's (its depthwise and 1x1 convolutions run it in place; others convert inside).
 // gemmkit-fastrun-nchw8: FASTRUN in NCHW8 (profiled in that layout).
+// A network's first layer (an RGB image in) takes its input NCHW in both, as oneDNN's
+// blocked stem does (format_tag::any picks nchw for 3 channels): GK_CONV_FLAG_NCHW_INPUT.
+gk_conv_desc nchw8_desc(const Layer& l) {
+  gk_conv_desc d = l.d;
+  d.layout = GK_LAYOUT_NCHW8;
+  if (d.in_channels < 8) d.flags |= GK_CONV_FLAG_NCHW_INPUT;
+  return d;
+}
 const char* kLibs[] = {"gemmkit",         "im2col+openblas", "onednn-nchw",          "onednn-blocked",
                        "gemmkit-fastrun", "gemmkit-nchw8",   "gemmkit-fastrun-nchw8"};
 constexpr int kNumLibs = 7;
@@ -345,16 +353,16 @@ int main(int argc, char** argv) {
     }
     s.caffe.reset(new Im2colBlas(layers[i], ob));
     {
-      gk_conv_desc d8 = layers[i].d;
-      d8.layout = GK_LAYOUT_NCHW8;
+      const gk_conv_desc d8 = nchw8_desc(layers[i]);
       if (gk_conv_plan_create(&d8, s.data->w.data(), s.data->bias.data(), GK_CONV_ALGO_AUTO, &s.plan_nchw8) != GK_OK) {
         std::fprintf(stderr, "bench_conv: NCHW8 %s: %s\n", layers[i].name.c_str(), gk_last_error());
         return 1;
       }
-      s.x8.resize(size_t(gk_tensor_size(GK_LAYOUT_NCHW8, d8.batch, d8.in_channels, d8.in_height, d8.in_width)));
+      const gk_layout in8 = d8.flags & GK_CONV_FLAG_NCHW_INPUT ? GK_LAYOUT_NCHW : GK_LAYOUT_NCHW8;
+      s.x8.resize(size_t(gk_tensor_size(in8, d8.batch, d8.in_channels, d8.in_height, d8.in_width)));
       s.y8.resize(size_t(gk_tensor_size(GK_LAYOUT_NCHW8, d8.batch, d8.out_channels, layers[i].oh, layers[i].ow)));
-      gk_convert_layout(s.data->x.data(), GK_LAYOUT_NCHW, s.x8.data(), GK_LAYOUT_NCHW8, d8.batch, d8.in_channels,
-                        d8.in_height, d8.in_width);
+      gk_convert_layout(s.data->x.data(), GK_LAYOUT_NCHW, s.x8.data(), in8, d8.batch, d8.in_channels, d8.in_height,
+                        d8.in_width);
       if (winograd_layer(layers[i]) &&
           gk_conv_plan_create(&d8, s.data->w.data(), s.data->bias.data(), GK_CONV_ALGO_IM2COL_GEMM, &s.im2col_nchw8) !=
               GK_OK) {
@@ -378,8 +386,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       s.fastrun_profile_s[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
-      gk_conv_desc d8 = layers[i].d;
-      d8.layout = GK_LAYOUT_NCHW8;
+      const gk_conv_desc d8 = nchw8_desc(layers[i]);
       if (gk_conv_plan_create(&d8, s.data->w.data(), s.data->bias.data(), GK_CONV_ALGO_FASTRUN, &s.fastrun_nchw8[t]) !=
           GK_OK) {
         std::fprintf(stderr, "bench_conv: FASTRUN NCHW8 %s: %s\n", layers[i].name.c_str(), gk_last_error());

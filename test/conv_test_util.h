@@ -36,7 +36,8 @@ inline std::string describe(const gk_conv_desc& d) {
   o << "n" << d.batch << " c" << d.in_channels << " " << d.in_height << "x" << d.in_width << " -> k" << d.out_channels
     << " kernel " << d.kernel_h << "x" << d.kernel_w << " stride " << d.stride_h << "x" << d.stride_w << " pad "
     << d.pad_top << "," << d.pad_left << "," << d.pad_bottom << "," << d.pad_right << " dilation " << d.dilation_h
-    << "x" << d.dilation_w << " groups " << d.groups << " layout " << int(d.layout) << " act " << int(d.activation);
+    << "x" << d.dilation_w << " groups " << d.groups << " layout " << int(d.layout) << " act " << int(d.activation)
+    << " flags " << d.flags;
   return o.str();
 }
 
@@ -110,7 +111,8 @@ class GuardedFloats {
   float* data_ = nullptr;
 };
 
-// Runs `run` (input and output in the case's layout) and checks every output (or
+// Runs `run` (input and output in the case's layout; the input NCHW with
+// GK_CONV_FLAG_NCHW_INPUT) and checks every output (or
 // `samples` random ones; the input followed by a guard page) against the reference within (K + 4) * eps * magnitude, or, when
 // `relative_bound` > 0, within relative_bound * (the largest |output| checked), the
 // accuracy measure for Winograd; `name` labels failures. *max_relative gets the error.
@@ -118,9 +120,10 @@ inline void check_conv_run(const ConvCase& c, const std::string& name,
                            const std::function<void(const float*, float*)>& run, int64_t samples = 0,
                            double relative_bound = 0, double* max_relative = nullptr) {
   const gk_conv_desc& d = c.d;
-  GuardedFloats in(size_t(gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width)));
+  const gk_layout in_layout = d.flags & GK_CONV_FLAG_NCHW_INPUT ? GK_LAYOUT_NCHW : d.layout;
+  GuardedFloats in(size_t(gk_tensor_size(in_layout, d.batch, d.in_channels, d.in_height, d.in_width)));
   if (!in.data()) return;
-  EXPECT_EQ(gk_convert_layout(c.x.data(), GK_LAYOUT_NCHW, in.data(), d.layout, d.batch,
+  EXPECT_EQ(gk_convert_layout(c.x.data(), GK_LAYOUT_NCHW, in.data(), in_layout, d.batch,
                               d.in_channels, d.in_height, d.in_width), GK_OK);
   std::vector<float> out(size_t(gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow)), kNaN);
   run(in.data(), out.data());

@@ -65,6 +65,7 @@ TEST(Conv, RandomDescriptorsEveryUsableAlgorithmAndLayout) {
   const int cases = gktest::quick() ? 40 : 150;
   for (int i = 0; i < cases; ++i) {
     gk_conv_desc d = random_desc(rng);
+    if (i % 4 == 1) d.flags = GK_CONV_FLAG_NCHW_INPUT;
     const bool with_bias = i % 3 != 0;
     const ConvCase c = gktest::make_conv_case(d, with_bias, uint32_t(i));
     for (gk_conv_algo algo : kAlgos) {
@@ -104,6 +105,49 @@ TEST(Conv, EveryLayoutWithEveryAlgorithm) {
       }
     }
   }
+}
+
+// GK_CONV_FLAG_NCHW_INPUT (an NCHW image into a blocked network): stems and other shapes
+// under and over 8 input channels, every algorithm including Fast-Run, every output
+// layout, with each kernel in turn (the AVX2 ones read the planes in place, the others
+// convert; Fast-Run on the automatic one); output widths around the 6- and 4-pixel tiles, taps above, below, left and
+// right of the image, dilation, kernels wider than 7 columns.
+TEST(Conv, NchwInputIntoEveryLayout) {
+  struct Stem {
+    int64_t c, h, w, k, kh, kw, stride, pad, dilation;
+  };
+  const Stem stems[] = {{3, 23, 29, 32, 3, 3, 2, 1, 1}, {3, 21, 20, 24, 3, 3, 2, 1, 1},
+                        {3, 19, 31, 64, 7, 7, 2, 3, 1}, {1, 12, 27, 16, 5, 5, 1, 2, 2},
+                        {5, 9, 30, 40, 1, 9, 1, 4, 1},  {7, 10, 17, 8, 3, 2, 3, 0, 1},
+                        {3, 8, 9, 10, 1, 1, 1, 0, 1},   {12, 9, 13, 20, 3, 3, 1, 1, 1}};
+  const gk_conv_algo algos[] = {GK_CONV_ALGO_AUTO, GK_CONV_ALGO_FASTRUN, GK_CONV_ALGO_IM2COL_GEMM,
+                                GK_CONV_ALGO_DIRECT, GK_CONV_ALGO_GEMM_1X1, GK_CONV_ALGO_WINOGRAD_F23};
+  for (const char* kernel : {"", "avx2-6x16", "generic"}) {
+    if (gk_set_kernel(kernel) != GK_OK) continue;  // not this CPU's
+    for (const Stem& t : stems)
+      for (gk_layout layout : kLayouts)
+        for (gk_conv_algo algo : algos) {
+          gk_conv_desc d;
+          gk_conv_desc_init(&d);
+          d.batch = 2, d.in_channels = t.c, d.in_height = t.h, d.in_width = t.w, d.out_channels = t.k;
+          d.kernel_h = t.kh, d.kernel_w = t.kw, d.stride_h = d.stride_w = t.stride;
+          d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = t.pad;
+          d.dilation_h = d.dilation_w = t.dilation;
+          d.layout = layout, d.activation = GK_ACT_RELU, d.flags = GK_CONV_FLAG_NCHW_INPUT;
+          // Fast-Run profiles every candidate: once per shape, on the automatic kernel.
+          if (algo == GK_CONV_ALGO_FASTRUN && (*kernel || layout != GK_LAYOUT_NCHW8)) continue;
+          gk_conv_plan* plan = nullptr;
+          const gk_status st = gk_conv_plan_create(&d, gktest::make_conv_case(d, true, 3).w.data(), nullptr, algo, &plan);
+          gk_conv_plan_destroy(plan);
+          if (st == GK_ERR_UNSUPPORTED) continue;  // 1x1 or Winograd on other shapes
+          SCOPED_TRACE(std::string("kernel '") + kernel + "' algo " + std::to_string(int(algo)) + " " +
+                       gktest::describe(d));
+          gktest::check_conv(gktest::make_conv_case(d, true, 9), algo);
+          if (HasFailure()) break;
+        }
+    if (HasFailure()) break;
+  }
+  gk_set_kernel(nullptr);
 }
 
 // Every conv layer of ResNet-18/50, MobileNetV2, ShuffleNetV2 and VGG-16 (batch 1, 224x224)

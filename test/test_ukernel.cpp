@@ -143,14 +143,17 @@ TEST(MicroKernel, EpilogueBiasAndActivations) {
 // larger than the tiles, the input NCHW8 (pixel stride 8) or pixel-major (block stride 8,
 // pixel stride past the channels: the dense im2col chunk), one call over 1 and 3 tiles,
 // bias or none, each activation, accumulating into the output or not; the output's other
-// pixels and channel blocks (NaN sentinels) must stay untouched. Partial pixel tiles are
-// staged by the caller (Conv.Gemm1x1BlockedInPlace and Conv.Im2colBlockedInPlace).
+// pixels and channel blocks (NaN sentinels) must stay untouched. A direct convolution's
+// taps of one run of channels and no whole block (an RGB stem: the unrolled entries for
+// 1-7 channels; an NCHW image: kernel columns, or channels a stride apart, over 7 too).
+// Partial pixel tiles are staged by the caller (Conv.Gemm1x1BlockedInPlace and Conv.Im2colBlockedInPlace).
 namespace {
 struct PointwiseCase {
   int64_t channels, tiles;
   bool pixel_major, with_bias, accumulate;
   int act;
   int taps;  // 1: no offsets (null); more: a direct convolution's taps, offsets of either sign
+  int64_t run_stride = 0;  // > 0: the channels one run (full_blocks 0), this many floats apart
 };
 
 // Runs one case on `pw` and checks every output float; false (with a failure) on a mismatch.
@@ -164,7 +167,7 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
   const std::vector<int64_t> tap_bytes = {tap_floats[0] * 4, tap_floats[1] * 4, tap_floats[2] * 4};
   const int64_t rows = t.taps * t.channels;
   const std::vector<float> x =
-      gktest::random_vector(size_t(margin + blocks * pixels * 8 + pixels * pixel_stride + 32), 3, -2, 2);
+      gktest::random_vector(size_t(margin + blocks * pixels * 8 + pixels * pixel_stride + t.channels * t.run_stride + 32), 3, -2, 2);
   const float* origin = x.data() + margin;
   const std::vector<float> w = gktest::random_vector(size_t(rows * nr), 4, -2, 2);
   const std::vector<float> bias = gktest::random_vector(size_t(nr), 5, -3, 3);
@@ -176,6 +179,7 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
   gk_pointwise_args a;
   a.x = origin + pixel_stride, a.w = w.data(), a.y = y.data() + 8;
   a.full_blocks = t.channels / 8, a.tail_channels = t.channels % 8;
+  if (t.run_stride > 0) a.full_blocks = 0, a.tail_channels = t.channels, a.x_channel_stride = t.run_stride;
   a.x_block_stride = block_stride, a.x_pixel_stride = pixel_stride, a.y_block_stride = pixels * 8;
   a.bias = t.with_bias ? bias.data() : nullptr, a.activation = t.act, a.accumulate = t.accumulate;
   a.tiles = t.tiles;
@@ -196,13 +200,14 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
         double v = (t.with_bias ? bias[size_t(j)] : 0.0) + (t.accumulate ? y0[at] : 0.0);
         for (int tap = 0; tap < t.taps; ++tap)
           for (int64_t c = 0; c < t.channels; ++c)
-            v += double(origin[tap_floats[tap] + (c / 8) * block_stride + q * pixel_stride + c % 8]) *
+            v += double(origin[tap_floats[tap] + q * pixel_stride +
+                               (t.run_stride > 0 ? c * t.run_stride : (c / 8) * block_stride + c % 8)]) *
                  w[size_t((tap * t.channels + c) * nr + j)];
         if (t.act >= 1) v = std::max(v, 0.0);
         if (t.act == 2) v = std::min(v, 6.0);
         if (!(std::fabs(y[at] - v) <= 1e-4 * (1 + rows))) {
           ADD_FAILURE() << kernel << " pointwise " << mr << "x" << nr << " C=" << t.channels << " taps " << t.taps
-                        << " tiles " << t.tiles
+                        << " tiles " << t.tiles << " run stride " << t.run_stride
                         << " pixel_major " << t.pixel_major << " accumulate " << t.accumulate << " act " << t.act
                         << ": pixel " << q << " oc " << j << " = " << y[at] << ", expected " << v;
           return false;
@@ -234,6 +239,13 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
                   if (!check_pointwise(ker.name, pw, c)) return;
                   ++tested;
                 }
+      for (int64_t channels = 1; channels <= 11; ++channels)
+        for (int64_t run_stride : {1, 3})
+          for (int64_t tiles : {1, 3}) {
+            const PointwiseCase c{channels, tiles, false, true, false, 1, 3, run_stride};
+            if (!check_pointwise(ker.name, pw, c)) return;
+            ++tested;
+          }
     }
   });
 #if defined(__x86_64__)

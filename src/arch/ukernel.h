@@ -10,6 +10,7 @@
 // The assembly kernels compute full MR x NR tiles; gk::run_ukernel() gives every kernel
 // partial tiles (m < MR, n < NR) through a local tile, so the contract holds for all.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 extern "C" {
@@ -33,7 +34,8 @@ typedef void (*gk_ukernel_fn)(const gk_ukernel_args* args);
 // Pointwise (1x1) convolution kernels on NCHW8 tensors (src/arch/x86_64/pointwise_avx2.inc):
 //   y[pixel i][oc j] = act(bias[j] + sum_c x[pixel i][c] * w[c][j]),  i < MR, j < NR
 // x points at pixel 0 of channel block 0 (channel c of pixel i at (c / 8) * x_block_stride
-// + i * x_pixel_stride + c % 8 floats: 8 in an NCHW8 image); w is C rows of NR floats
+// + i * x_pixel_stride + c % 8 floats: 8 in an NCHW8 image; the channels of the partial
+// block are x_channel_stride apart, 1 there and a plane in an NCHW image); w is C rows of NR floats
 // (packed at plan time); y points at pixel 0 of the first of NR / 8 output channel blocks
 // (NCHW8: pixel i at 8 * i), y_block_stride floats apart; with `accumulate` the tile
 // already there is added to the sum (a K-blocked convolution passes bias and activation
@@ -44,7 +46,8 @@ struct gk_pointwise_args {
   const float* w;          // 8
   float* y;                // 16
   int64_t full_blocks;     // 24: channel blocks of 8
-  int64_t tail_channels;   // 32: channels of the last, partial block (0..7)
+  int64_t tail_channels;   // 32: channels of the last, partial block (0..7; any count
+                           //     when full_blocks is 0)
   int64_t x_block_stride;  // 40 (floats)
   int64_t y_block_stride;  // 48 (floats)
   const float* bias;       // 56: nullptr, or NR floats
@@ -58,9 +61,14 @@ struct gk_pointwise_args {
   // Null offsets: one tap at offset 0 (a 1x1 or an im2col buffer); taps >= 1.
   const int64_t* tap_offsets = nullptr;
   int64_t taps = 1;
+  int64_t x_channel_stride = 1;  // 112 (floats): between the partial block's channels
 };
 typedef void (*gk_pointwise_fn)(const gk_pointwise_args* args);
 }
+// The assembly reads the fields at these byte offsets.
+static_assert(offsetof(gk_pointwise_args, tap_offsets) == 96 && offsetof(gk_pointwise_args, taps) == 104 &&
+                  offsetof(gk_pointwise_args, x_channel_stride) == 112,
+              "gk_pointwise_args layout: see pointwise_avx2.inc");
 
 namespace gk {
 

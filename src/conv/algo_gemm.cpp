@@ -269,7 +269,7 @@ class GemmConv final : public Prepared {
     const int64_t nr = cfg_.kernel->nr, kc = std::min(cfg_.kc, s_.k_gemm);
     const int64_t nc = std::min(cfg_.nc, (s_.pixels() + nr - 1) / nr * nr);
     const bool strided = s_.d.stride_h > 1 || s_.d.stride_w > 1;
-    const int64_t row_buffer = s_.d.layout == GK_LAYOUT_NCHW8 ? 8 * s_.d.in_width : 0;  // phase_image's, in NCHW8
+    const int64_t row_buffer = blocked_input() ? 8 * s_.d.in_width : 0;  // phase_image's, in NCHW8
     const int64_t image = im2col_ ? PhaseImage(s_).floats(s_.icg) + row_buffer
                                   : strided ? round_up(s_.icg, 8) * s_.pixels() : 0;  // the subsampled copy
     return 4 * (kc * (s_.ocg <= cfg_.mc ? nr : nc) + image);
@@ -283,6 +283,9 @@ class GemmConv final : public Prepared {
     if (layout == GK_LAYOUT_NCHW) return true;
     return layout == GK_LAYOUT_NCHW8 && s_.d.groups == 1 && (pointwise_ || 8 % cfg_.kernel->mr == 0);
   }
+  // An NCHW input (GK_CONV_FLAG_NCHW_INPUT) is read as it is: the phase image is built from
+  // planes, a 1x1's B packed from them; the pointwise kernels read it in place when direct.
+  bool reads_nchw_input() const override { return !pointwise_ || pointwise_->reads_nchw_input(); }
 
   void run(const float* input, float* output) const override {
     const gk_conv_desc& d = s_.d;
@@ -346,14 +349,23 @@ class GemmConv final : public Prepared {
     }
   }
 
-  // NCHW8 in and out: per image one GEMM (or the pointwise kernels), then the padding
-  // channels of the last block zeroed (the layout's convention; the GEMM writes only real rows).
+  // Whether run() reads an NCHW8 input (else NCHW).
+  bool blocked_input() const {
+    return s_.d.layout == GK_LAYOUT_NCHW8 && native_layout(GK_LAYOUT_NCHW8) &&
+           !(s_.in_layout == GK_LAYOUT_NCHW && reads_nchw_input());
+  }
+
+  // NCHW8 out (and in, or NCHW in): per image one GEMM (or the pointwise kernels), then the
+  // padding channels of the last block zeroed (the layout's convention; the GEMM writes only
+  // real rows).
   void run_blocked(const float* input, float* output) const {
     const gk_conv_desc& d = s_.d;
-    const int64_t pixels = s_.pixels(), in_blocks = (d.in_channels + 7) / 8, out_blocks = (d.out_channels + 7) / 8;
+    const int64_t pixels = s_.pixels(), out_blocks = (d.out_channels + 7) / 8;
+    const bool blocked_in = blocked_input();
+    const int64_t in_image = (blocked_in ? round_up(d.in_channels, 8) : d.in_channels) * d.in_height * d.in_width;
     const int threads = threads_for(2.0 * s_.ocg * pixels * s_.k_gemm);
     for (int64_t n = 0; n < d.batch; ++n) {
-      const float* x = input + n * in_blocks * d.in_height * d.in_width * 8;
+      const float* x = input + n * in_image;
       float* y = output + n * out_blocks * pixels * 8;
       if (pointwise_) {
         pointwise_->run(x, y, threads);
@@ -364,7 +376,7 @@ class GemmConv final : public Prepared {
       p.a = packed_[0].get();
       p.c = y, p.c_block_stride = pixels * 8;
       p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), 0);
-      gemm_on_image(p, x, true, threads);
+      gemm_on_image(p, x, blocked_in, threads);
       if (d.out_channels % 8) zero_padding_lanes(y + (out_blocks - 1) * pixels * 8, pixels, d.out_channels % 8);
     }
   }

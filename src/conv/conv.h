@@ -16,6 +16,7 @@ namespace conv {
 // A validated descriptor with the derived sizes every algorithm needs.
 struct Shape {
   gk_conv_desc d;
+  gk_layout in_layout;   // the input's: d.layout, or NCHW with GK_CONV_FLAG_NCHW_INPUT
   int64_t oh, ow;        // output height, width
   int64_t icg, ocg;      // input / output channels per group
   int64_t k_gemm;        // icg * kernel_h * kernel_w: the GEMM's K
@@ -43,10 +44,13 @@ bool validate(const gk_conv_desc& d, Shape* shape);
 class Prepared {
  public:
   virtual ~Prepared() = default;
-  // Input and output in the plan's layout when native_layout() says it runs that layout,
-  // else NCHW (run_in_layout converts); thread-safe (no mutable state).
+  // Output in the plan's layout when native_layout() says it runs that layout, else NCHW
+  // (run_in_layout converts); input in the same, except that a plan whose input is NCHW
+  // (GK_CONV_FLAG_NCHW_INPUT) passes it as it is where reads_nchw_input(). Thread-safe (no
+  // mutable state).
   virtual void run(const float* input, float* output) const = 0;
   virtual bool native_layout(gk_layout layout) const { return layout == GK_LAYOUT_NCHW; }
+  virtual bool reads_nchw_input() const { return false; }
   // Bytes of workspace one thread uses while running (NCHW; layout copies are extra).
   virtual int64_t workspace_bytes() const = 0;
 };
@@ -99,9 +103,10 @@ struct PhaseTimes {
 };
 void set_phase_times(PhaseTimes* sink);  // nullptr: off
 
-// Runs a prepared algorithm on tensors in the shape's layout: directly when the algorithm
-// runs that layout natively, else through NCHW copies in this thread's workspace (the
-// conversions are part of the time gk_conv_run and Fast-Run measure).
+// Runs a prepared algorithm on tensors in the shape's layouts: directly when the algorithm
+// runs them natively, else through copies in this thread's workspace (NCHW, or for an NCHW
+// input the output's layout; the conversions are part of the time gk_conv_run and
+// Fast-Run measure).
 gk_status run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output);
 // The workspace that takes, in bytes (the algorithm's own plus any layout copies).
 int64_t workspace_in_layout(const Shape& s, const Prepared& p);

@@ -34,7 +34,7 @@ bool validate(const gk_conv_desc& d, Shape* shape) {
       {valid_layout(raw_enum(d.layout)), "unknown layout"},
       {raw_enum(d.activation) >= GK_ACT_NONE && raw_enum(d.activation) <= GK_ACT_RELU6,
        "unknown activation"},
-      {(d.flags & ~GK_CONV_FLAG_HIGH_ACCURACY) == 0, "unknown flags"},
+      {(d.flags & ~(GK_CONV_FLAG_HIGH_ACCURACY | GK_CONV_FLAG_NCHW_INPUT)) == 0, "unknown flags"},
   };
   for (const Check& c : checks) {
     if (!c.ok) {
@@ -62,6 +62,7 @@ bool validate(const gk_conv_desc& d, Shape* shape) {
   }
   if (shape) {
     shape->d = d;
+    shape->in_layout = d.flags & GK_CONV_FLAG_NCHW_INPUT ? GK_LAYOUT_NCHW : d.layout;
     shape->oh = oh;
     shape->ow = ow;
     shape->icg = d.in_channels / d.groups;

@@ -208,7 +208,7 @@ Choice profile_and_choose(const Shape& s, const std::vector<Candidate>& cands, c
   const gk_conv_desc& d = s.d;
   // In the plan's layout: candidates are timed as gk_conv_run runs them, layout copies
   // included for those that do not run it natively.
-  std::vector<float> input(static_cast<size_t>(gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width)));
+  std::vector<float> input(static_cast<size_t>(gk_tensor_size(s.in_layout, d.batch, d.in_channels, d.in_height, d.in_width)));
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(0.0f, 1.0f);
   for (float& x : input) x = dist(rng);

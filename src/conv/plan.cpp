@@ -90,31 +90,45 @@ const Algorithm* heuristic_choice(const Shape& s, std::string* rejected) {
   return chosen;
 }
 
+namespace {
+// The copies run_in_layout makes: the input in the layout run() reads, when the plan's
+// input is in another; the output in the layout run() writes, when the plan's is another.
+struct LayoutCopies {
+  gk_layout in, out;  // the layouts run() reads and writes
+  bool copy_in, copy_out;
+  int64_t in_floats, out_floats;
+};
+LayoutCopies layout_copies(const Shape& s, const Prepared& p) {
+  const gk_conv_desc& d = s.d;
+  LayoutCopies c;
+  c.out = p.native_layout(d.layout) ? d.layout : GK_LAYOUT_NCHW;
+  c.in = c.out == d.layout && s.in_layout != d.layout && p.reads_nchw_input() ? GK_LAYOUT_NCHW : c.out;
+  c.copy_in = c.in != s.in_layout, c.copy_out = c.out != d.layout;
+  c.in_floats = c.copy_in ? gk_tensor_size(c.in, d.batch, d.in_channels, d.in_height, d.in_width) : 0;
+  c.out_floats = c.copy_out ? gk_tensor_size(c.out, d.batch, d.out_channels, s.oh, s.ow) : 0;
+  return c;
+}
+}  // namespace
+
 gk_status run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output) {
   const gk_conv_desc& d = s.d;
-  if (p.native_layout(d.layout)) {
-    p.run(input, output);
-    return GK_OK;
-  }
-  const int64_t in_size = d.batch * d.in_channels * d.in_height * d.in_width;
-  const int64_t out_size = d.batch * d.out_channels * s.pixels();
-  float* in_nchw = scratch(ScratchSlot::ConvInput, in_size);
-  float* out_nchw = scratch(ScratchSlot::ConvOutput, out_size);
-  if (!in_nchw || !out_nchw) {
+  const LayoutCopies c = layout_copies(s, p);
+  float* in_copy = c.copy_in ? scratch(ScratchSlot::ConvInput, c.in_floats) : nullptr;
+  float* out_copy = c.copy_out ? scratch(ScratchSlot::ConvOutput, c.out_floats) : nullptr;
+  if ((c.copy_in && !in_copy) || (c.copy_out && !out_copy)) {
     set_last_error("gk_conv_run: cannot allocate the layout workspace");
     return GK_ERR_OUT_OF_MEMORY;
   }
-  gk_convert_layout(input, d.layout, in_nchw, GK_LAYOUT_NCHW, d.batch, d.in_channels, d.in_height, d.in_width);
-  p.run(in_nchw, out_nchw);
-  gk_convert_layout(out_nchw, GK_LAYOUT_NCHW, output, d.layout, d.batch, d.out_channels, s.oh, s.ow);
+  if (c.copy_in)
+    gk_convert_layout(input, s.in_layout, in_copy, c.in, d.batch, d.in_channels, d.in_height, d.in_width);
+  p.run(c.copy_in ? in_copy : input, c.copy_out ? out_copy : output);
+  if (c.copy_out) gk_convert_layout(out_copy, c.out, output, d.layout, d.batch, d.out_channels, s.oh, s.ow);
   return GK_OK;
 }
 
 int64_t workspace_in_layout(const Shape& s, const Prepared& p) {
-  const gk_conv_desc& d = s.d;
-  const int64_t copies =
-      p.native_layout(d.layout) ? 0 : 4 * d.batch * (d.in_channels * d.in_height * d.in_width + d.out_channels * s.pixels());
-  return p.workspace_bytes() + copies;
+  const LayoutCopies c = layout_copies(s, p);
+  return p.workspace_bytes() + 4 * (c.in_floats + c.out_floats);
 }
 
 std::vector<Candidate> candidates(const Shape& s, bool allow_lossy) {

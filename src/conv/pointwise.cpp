@@ -81,6 +81,7 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   taps_ = d.kernel_h * d.kernel_w;
   k_rows_ = weight_rows(s);
   channel_stride_ = channel_stride(s);
+  planar_ = s.in_layout == GK_LAYOUT_NCHW && direct();
   // Panels: the widest kernel while it fits, then narrower ones; a last 8 after 24s
   // becomes 16 + 16 (two 12-accumulator tiles rather than a 6-accumulator one).
   const int64_t padded = round_up(d.out_channels, 8);
@@ -100,7 +101,11 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
     float* w = w_.data() + panels_.back().weights;
     // Row r of the panel: input channel r (in place), or (tap, channel) as channel_stride().
     for (int64_t r = 0; r < k_rows_; ++r) {
-      const int64_t c = gathers() ? r % channel_stride_ : r, tap = gathers() ? r / channel_stride_ : 0;
+      int64_t c = gathers() ? r % channel_stride_ : r, tap = gathers() ? r / channel_stride_ : 0;
+      if (planar_) {  // (kernel row, channel, column): see direct_taps()
+        const int64_t sx = r % d.kernel_w, row_channel = r / d.kernel_w;
+        c = row_channel % d.in_channels, tap = row_channel / d.in_channels * d.kernel_w + sx;
+      }
       if (c >= d.in_channels) continue;
       for (int j = 0; j < k->nr && oc0 + j < d.out_channels; ++j)
         w[r * k->nr + j] = weights[((oc0 + j) * d.in_channels + c) * taps_ + tap];
@@ -112,8 +117,9 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   // A call's pixels (a row's, or a partial tile's) at a tap row outside the image read
   // this instead, stride_w pixels apart from the tap's column on.
   if (direct())
-    zero_row_.assign(static_cast<size_t>(((s.ow + kMaxPointwiseMr) * d.stride_w + (d.kernel_w - 1) * d.dilation_w + 1) * 8),
-                     0.0f);
+    zero_row_.assign(
+        static_cast<size_t>(((s.ow + kMaxPointwiseMr) * d.stride_w + (d.kernel_w - 1) * d.dilation_w + 1) * pixel_floats()),
+        0.0f);
 
   min_groups_ = std::min<int64_t>(static_cast<int64_t>(panels_.size()),
                                   ceil_div(k_rows_ * padded * 4, l2_bytes() / 2));
@@ -149,6 +155,14 @@ PointwiseNchw8::Strides PointwiseNchw8::strides() const {
 }
 
 bool PointwiseNchw8::direct() const { return gathers() && channel_stride_ % 8 != 0; }
+// NCHW8: a tap per (kernel row, column), its C channels adjacent; NCHW: a tap per (kernel
+// row, channel), its kernel_w columns dilation_w apart along the plane's row (the channels
+// of a pixel are a plane apart: as taps they cost one offset each, as a stride a register).
+PointwiseNchw8::DirectTaps PointwiseNchw8::direct_taps() const {
+  const gk_conv_desc& d = s_.d;
+  if (planar_) return {d.in_channels, d.kernel_w, d.dilation_w};
+  return {d.kernel_w, d.in_channels, 1};
+}
 // A gathered border pixel's rows, with room for the last tap's 8-lane copy.
 int64_t PointwiseNchw8::dense_row_floats() const { return round_up(k_rows_ + 8, 8); }
 int64_t PointwiseNchw8::chunk_floats() const { return chunk_pixels_ * round_up(k_block_, 8); }
@@ -216,6 +230,28 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_dense_pixels(const float* x, con
         const bool inside = ih >= 0 && ih < h && iw >= 0 && iw < w;
         store8(out, inside ? load8(x + (ih * w + iw) * 8) : zero);
       }
+    }
+  }
+  std::memset(dst + count * row_len, 0, static_cast<size_t>((round_up(count, 12) - count) * row_len) * 4);
+}
+
+// The same from an NCHW image: C values per tap, a plane apart.
+GK_POINTWISE_TARGET void PointwiseNchw8::gather_dense_pixels_planar(const float* x, const int64_t* pixels,
+                                                                     int64_t count, float* dst) const {
+  const gk_conv_desc& d = s_.d;
+  const int64_t c = d.in_channels, row_len = dense_row_floats(), ow_count = s_.ow, plane = d.in_height * d.in_width;
+  const int64_t kh = d.kernel_h, kw = d.kernel_w, sh = d.stride_h, sw = d.stride_w, dh = d.dilation_h,
+                dw = d.dilation_w, pt = d.pad_top, pl = d.pad_left, h = d.in_height, w = d.in_width;
+  for (int64_t i = 0; i < count; ++i) {
+    float* out = dst + i * row_len;
+    const int64_t ih0 = pixels[i] / ow_count * sh - pt, iw0 = pixels[i] % ow_count * sw - pl;
+    for (int64_t r = 0; r < kh; ++r) {
+      const int64_t ih = ih0 + r * dh;
+      for (int64_t ch = 0; ch < c; ++ch, out += kw)  // the rows in direct_taps() order
+        for (int64_t sx = 0; sx < kw; ++sx) {
+          const int64_t iw = iw0 + sx * dw;
+          out[sx] = ih >= 0 && ih < h && iw >= 0 && iw < w ? x[ch * plane + ih * w + iw] : 0.0f;
+        }
     }
   }
   std::memset(dst + count * row_len, 0, static_cast<size_t>((round_up(count, 12) - count) * row_len) * 4);
@@ -359,7 +395,7 @@ void PointwiseNchw8::run_direct(const float* x, float* y, int threads) const {
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* work = thread_workspace();
-    std::vector<int64_t> taps(static_cast<size_t>(taps_)), border;
+    std::vector<int64_t> taps(static_cast<size_t>(s_.d.kernel_h * direct_taps().per_row)), border;
     border.reserve(static_cast<size_t>(kBorderPixels + s_.ow));
     const Range rows = share(s_.oh, omp_get_thread_num(), omp_get_num_threads(), 1, s_.oh);
     for (int64_t oh = rows.begin; oh < rows.end; ++oh) {
@@ -385,7 +421,11 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
   const int64_t ih0 = oh * d.stride_h - d.pad_top, pixels = s_.pixels(), row = oh * s_.ow;
   const int64_t lo = std::min(s_.ow, ceil_div(pl, sw));
   const int64_t hi = std::max(lo, std::min(s_.ow, w - 1 - (kw - 1) * dw + pl < 0 ? 0 : (w - 1 - (kw - 1) * dw + pl) / sw + 1));
-  const int64_t image_floats = d.in_height * w * 8;
+  const int64_t px = pixel_floats(), plane = d.in_height * w, image_floats = plane * (planar_ ? d.in_channels : 8);
+  const DirectTaps dt = direct_taps();
+  // Tap a of a kernel row: its first float from a pixel's input column in that row, and
+  // in the zero row.
+  auto tap_float = [&](int64_t a) { return planar_ ? a * plane : a * dw * 8; };
   // The taps' byte offsets from a pixel's input column in row 0: a tap row inside the image
   // is the same for every call; one outside reads the zero row, at an offset from the
   // call's first pixel (set_taps).
@@ -395,29 +435,31 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
     const int64_t ih = ih0 + r * d.dilation_h;
     const bool inside = ih >= 0 && ih < d.in_height;
     outside |= !inside;
-    for (int64_t sx = 0; sx < kw; ++sx, ++t) {
+    for (int64_t a = 0; a < dt.per_row; ++a, ++t) {
       if (!inside) continue;
-      taps[t] = (ih * w + sx * dw) * 8 * 4;
-      valid_reach = std::max(valid_reach, (ih * w + sx * dw) * 8 + d.in_channels);
+      const int64_t first = ih * w * px + tap_float(a);
+      taps[t] = first * 4;
+      valid_reach = std::max(valid_reach, first + (dt.run - 1) * dt.step + 1);
     }
   }
   // The input of a call whose first pixel reads column `col` (>= 0) of row 0.
   auto set_taps = [&](int64_t col) {
-    const float* base = x + col * 8;
+    const float* base = x + col * px;
     for (int64_t r = 0, t = 0; outside && r < d.kernel_h; ++r) {
       const int64_t ih = ih0 + r * d.dilation_h;
-      for (int64_t sx = 0; sx < kw; ++sx, ++t)
+      for (int64_t a = 0; a < dt.per_row; ++a, ++t)
         if (ih < 0 || ih >= d.in_height)
-          taps[t] = reinterpret_cast<intptr_t>(zero_row_.data() + sx * dw * 8) - reinterpret_cast<intptr_t>(base);
+          taps[t] = reinterpret_cast<intptr_t>(zero_row_.data() + (planar_ ? 0 : tap_float(a))) -
+                    reinterpret_cast<intptr_t>(base);
     }
     return base;
   };
   gk_pointwise_args args;
-  args.full_blocks = 0, args.tail_channels = d.in_channels;
-  args.x_block_stride = 8, args.x_pixel_stride = sw * 8;
+  args.full_blocks = 0, args.tail_channels = dt.run;
+  args.x_block_stride = 8, args.x_pixel_stride = sw * px, args.x_channel_stride = dt.step;
   args.y_block_stride = pixels * 8;
   args.bias = nullptr, args.activation = activation_, args.accumulate = 0;
-  args.tap_offsets = taps, args.taps = taps_;
+  args.tap_offsets = taps, args.taps = d.kernel_h * dt.per_row;
   int64_t border_from = hi;  // the row's pixels from here on are border pixels
   for (const Panel& p : panels_) {
     args.w = w_.data() + p.weights;
@@ -437,7 +479,7 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
       p.one_pixel(&args);
       continue;
     }
-    if ((ow * sw - pl) * 8 + valid_reach + (p.mr - 1) * sw * 8 > image_floats) {  // it would read past the image
+    if ((ow * sw - pl) * px + valid_reach + (p.mr - 1) * sw * px > image_floats) {  // it would read past the image
       border_from = std::min(border_from, ow);
       continue;
     }
@@ -456,7 +498,11 @@ void PointwiseNchw8::run_border(const float* x, float* y, const int64_t* pixel, 
   const int64_t pixels = s_.pixels();
   float* rows = work + kStagedOutput;
   float* out = rows + kBorderPixels * dense_row_floats();
-  gather_dense_pixels(x, pixel, count, rows);
+  if (planar_) {
+    gather_dense_pixels_planar(x, pixel, count, rows);
+  } else {
+    gather_dense_pixels(x, pixel, count, rows);
+  }
   gk_pointwise_args args;
   args.x = rows, args.full_blocks = k_rows_ / 8, args.tail_channels = k_rows_ % 8;
   args.x_block_stride = 8, args.x_pixel_stride = dense_row_floats();

@@ -10,6 +10,8 @@
 //  - under 8 input channels (RGB stems): direct, the kernels read the image in place
 //    through per-tap offsets (run_direct); only the pixels whose taps cross the left or
 //    right padding are gathered (a row's taps above or below the image read a zero row).
+//    The image may be NCHW there (GK_CONV_FLAG_NCHW_INPUT): 3 planes rather than 8-channel
+//    pixels, 3/8 of the bytes; the rows with taps above or below it are gathered.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -30,8 +32,12 @@ class PointwiseNchw8 {
   // weights: OIHW; bias: nullptr or out_channels.
   PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const float* weights, const float* bias);
 
-  // One image, x and y NCHW8; the padding channels of y's last block are zeroed.
+  // One image, y NCHW8 and x NCHW8, or NCHW where reads_nchw_input(); the padding channels
+  // of y's last block are zeroed.
   void run(const float* x, float* y, int threads) const;
+  // Under 8 input channels with an NCHW input (GK_CONV_FLAG_NCHW_INPUT): the image's planes
+  // are read in place, the kernels stepping a plane from channel to channel.
+  bool reads_nchw_input() const { return planar_; }
   // Workspace per thread (the im2col chunk, the staged partial output tile), in floats.
   int64_t workspace_floats() const;
 
@@ -55,6 +61,13 @@ class PointwiseNchw8 {
   Strides strides() const;
   void gather_chunk(const float* x, int64_t p0, int64_t count, int64_t k0, float* dst) const;
   void gather_dense_pixels(const float* x, const int64_t* pixels, int64_t count, float* dst) const;
+  void gather_dense_pixels_planar(const float* x, const int64_t* pixels, int64_t count, float* dst) const;
+  int64_t pixel_floats() const { return planar_ ? 1 : 8; }  // between an input row's pixels
+  // A direct call's taps per kernel row, each a run of `run` K rows `step` floats apart.
+  struct DirectTaps {
+    int64_t per_row, run, step;
+  };
+  DirectTaps direct_taps() const;
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
                  float* stage) const;
   float* thread_workspace() const;
@@ -68,6 +81,7 @@ class PointwiseNchw8 {
   Shape s_;
   int activation_;
   bool has_bias_;
+  bool planar_;  // direct, on an NCHW input
   int64_t in_blocks_, taps_;
   int64_t k_rows_;          // rows of a panel's weights: in_channels, or taps x channel_stride_
   int64_t channel_stride_;  // im2col rows per tap: in_channels below 8, else whole blocks
