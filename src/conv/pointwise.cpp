@@ -116,6 +116,21 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   if (bias) std::copy(bias, bias + d.out_channels, bias_.begin());
   // A call's pixels (a row's, or a partial tile's) at a tap row outside the image read
   // this instead, stride_w pixels apart from the tap's column on.
+  if (direct()) {
+    // What every output row whose kernel rows lie inside the image shares (run_direct_row):
+    // the columns run in place, and the taps' offsets from the row's first tap row.
+    const int64_t w = d.in_width, kw = d.kernel_w, dw = d.dilation_w, sw = d.stride_w, pl = d.pad_left;
+    direct_lo_ = std::min(s.ow, ceil_div(pl, sw));
+    direct_hi_ = std::max(direct_lo_, std::min(s.ow, w - 1 - (kw - 1) * dw + pl < 0 ? 0 : (w - 1 - (kw - 1) * dw + pl) / sw + 1));
+    const DirectTaps dt = direct_taps();
+    row_reach_ = 0;
+    for (int64_t r = 0; r < d.kernel_h; ++r)
+      for (int64_t a = 0; a < dt.per_row; ++a) {
+        const int64_t first = r * d.dilation_h * w * pixel_floats() + tap_float(a);
+        row_taps_.push_back(first * 4);
+        row_reach_ = std::max(row_reach_, first + (dt.run - 1) * dt.step + 1);
+      }
+  }
   if (direct())
     zero_row_.assign(
         static_cast<size_t>(((s.ow + kMaxPointwiseMr) * d.stride_w + (d.kernel_w - 1) * d.dilation_w + 1) * pixel_floats()),
@@ -158,6 +173,9 @@ bool PointwiseNchw8::direct() const { return gathers() && channel_stride_ % 8 !=
 // NCHW8: a tap per (kernel row, column), its C channels adjacent; NCHW: a tap per (kernel
 // row, channel), its kernel_w columns dilation_w apart along the plane's row (the channels
 // of a pixel are a plane apart: as taps they cost one offset each, as a stride a register).
+int64_t PointwiseNchw8::tap_float(int64_t a) const {
+  return planar_ ? a * s_.d.in_height * s_.d.in_width : a * s_.d.dilation_w * 8;
+}
 PointwiseNchw8::DirectTaps PointwiseNchw8::direct_taps() const {
   const gk_conv_desc& d = s_.d;
   if (planar_) return {d.in_channels, d.kernel_w, d.dilation_w};
@@ -410,41 +428,41 @@ void PointwiseNchw8::run_direct(const float* x, float* y, int threads) const {
 }
 
 // Output row oh. Columns [lo, hi) read only columns inside the image; the kernel runs
-// them in place, tap t of pixel ow at the pixel's input column (row 0) plus taps[t] bytes:
-// the tap's row, or for a row outside the image the zero row. A last partial tile runs
-// there too (its output staged) when its extra pixels' reads stay inside the image; the
-// other pixels of the row are appended to `border`.
+// them in place, tap t of pixel ow at the pixel's input column plus an offset: for a row
+// whose kernel rows all lie inside the image the plan's (row_taps_, from the row's first
+// tap row), else the tap's row, or the zero row for one outside, recomputed for the row.
+// A last partial tile runs as one-pixel calls where they pay, else as a whole tile ending
+// at hi (rewriting pixels already computed with the same values), or, in a row narrower
+// than a tile, staged when its extra pixels' reads stay inside the image; the other pixels
+// of the row are appended to `border`.
 void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_t* taps, float* stage,
                                     std::vector<int64_t>* border) const {
   const gk_conv_desc& d = s_.d;
-  const int64_t w = d.in_width, sw = d.stride_w, pl = d.pad_left, kw = d.kernel_w, dw = d.dilation_w;
+  const int64_t w = d.in_width, sw = d.stride_w, pl = d.pad_left;
   const int64_t ih0 = oh * d.stride_h - d.pad_top, pixels = s_.pixels(), row = oh * s_.ow;
-  const int64_t lo = std::min(s_.ow, ceil_div(pl, sw));
-  const int64_t hi = std::max(lo, std::min(s_.ow, w - 1 - (kw - 1) * dw + pl < 0 ? 0 : (w - 1 - (kw - 1) * dw + pl) / sw + 1));
-  const int64_t px = pixel_floats(), plane = d.in_height * w, image_floats = plane * (planar_ ? d.in_channels : 8);
+  const int64_t lo = direct_lo_, hi = direct_hi_;
+  const int64_t px = pixel_floats(), image_floats = d.in_height * w * (planar_ ? d.in_channels : 8);
   const DirectTaps dt = direct_taps();
-  // Tap a of a kernel row: its first float from a pixel's input column in that row, and
-  // in the zero row.
-  auto tap_float = [&](int64_t a) { return planar_ ? a * plane : a * dw * 8; };
-  // The taps' byte offsets from a pixel's input column in row 0: a tap row inside the image
-  // is the same for every call; one outside reads the zero row, at an offset from the
-  // call's first pixel (set_taps).
-  int64_t valid_reach = 0;  // the furthest float a pixel's valid taps read past its column
-  bool outside = false;
-  for (int64_t r = 0, t = 0; r < d.kernel_h; ++r) {
-    const int64_t ih = ih0 + r * d.dilation_h;
-    const bool inside = ih >= 0 && ih < d.in_height;
-    outside |= !inside;
-    for (int64_t a = 0; a < dt.per_row; ++a, ++t) {
-      if (!inside) continue;
-      const int64_t first = ih * w * px + tap_float(a);
-      taps[t] = first * 4;
-      valid_reach = std::max(valid_reach, first + (dt.run - 1) * dt.step + 1);
+  const bool outside = ih0 < 0 || ih0 + (d.kernel_h - 1) * d.dilation_h >= d.in_height;
+  // Calls read from row `base_row` on; the furthest float a pixel's taps read past its column.
+  const int64_t base_row = outside ? 0 : ih0;
+  int64_t reach = row_reach_;
+  if (outside) {
+    reach = 0;
+    for (int64_t r = 0, t = 0; r < d.kernel_h; ++r) {
+      const int64_t ih = ih0 + r * d.dilation_h;
+      for (int64_t a = 0; a < dt.per_row; ++a, ++t) {
+        if (ih < 0 || ih >= d.in_height) continue;  // set per call (set_taps)
+        const int64_t first = ih * w * px + tap_float(a);
+        taps[t] = first * 4;
+        reach = std::max(reach, first + (dt.run - 1) * dt.step + 1);
+      }
     }
   }
-  // The input of a call whose first pixel reads column `col` (>= 0) of row 0.
+  // The input of a call whose first pixel reads column `col` (>= 0); in a row with taps
+  // outside the image, those read the zero row, at an offset from the call's input.
   auto set_taps = [&](int64_t col) {
-    const float* base = x + col * px;
+    const float* base = x + (base_row * w + col) * px;
     for (int64_t r = 0, t = 0; outside && r < d.kernel_h; ++r) {
       const int64_t ih = ih0 + r * d.dilation_h;
       for (int64_t a = 0; a < dt.per_row; ++a, ++t)
@@ -459,7 +477,7 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
   args.x_block_stride = 8, args.x_pixel_stride = sw * px, args.x_channel_stride = dt.step;
   args.y_block_stride = pixels * 8;
   args.bias = nullptr, args.activation = activation_, args.accumulate = 0;
-  args.tap_offsets = taps, args.taps = d.kernel_h * dt.per_row;
+  args.tap_offsets = outside ? taps : row_taps_.data(), args.taps = d.kernel_h * dt.per_row;
   int64_t border_from = hi;  // the row's pixels from here on are border pixels
   for (const Panel& p : panels_) {
     args.w = w_.data() + p.weights;
@@ -468,23 +486,32 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
     args.tiles = (hi - lo) / p.mr;
     if (args.tiles > 0) {
       args.x = set_taps(lo * sw - pl);
-      args.y = out + lo * 8, args.y_block_stride = pixels * 8;
+      args.y = out + lo * 8;
       p.fn(&args);
     }
     const int64_t ow = lo + args.tiles * p.mr, real = hi - ow;
     if (real == 0) continue;
-    args.x = set_taps(ow * sw - pl);
-    if (p.one_pixel_calls_pay(real, 0, d.in_channels)) {
-      args.tiles = real, args.y = out + ow * 8, args.y_block_stride = pixels * 8;
+    if (p.one_pixel_calls_pay(real, 0, dt.run)) {
+      args.x = set_taps(ow * sw - pl);
+      args.tiles = real, args.y = out + ow * 8;
       p.one_pixel(&args);
       continue;
     }
-    if ((ow * sw - pl) * px + valid_reach + (p.mr - 1) * sw * px > image_floats) {  // it would read past the image
+    args.tiles = 1;
+    if (hi - lo >= p.mr) {
+      args.x = set_taps((hi - p.mr) * sw - pl);
+      args.y = out + (hi - p.mr) * 8;
+      p.fn(&args);
+      continue;
+    }
+    if ((base_row * w + ow * sw - pl) * px + reach + (p.mr - 1) * sw * px > image_floats) {  // past the image
       border_from = std::min(border_from, ow);
       continue;
     }
-    args.tiles = 1, args.y = stage, args.y_block_stride = p.mr * 8;
+    args.x = set_taps(ow * sw - pl);
+    args.y = stage, args.y_block_stride = p.mr * 8;
     p.fn(&args);
+    args.y_block_stride = pixels * 8;
     for (int j = 0; j < p.nr / 8; ++j)
       std::memcpy(out + j * pixels * 8 + ow * 8, stage + j * p.mr * 8, static_cast<size_t>(real * 8) * 4);
   }

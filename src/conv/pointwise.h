@@ -68,6 +68,9 @@ class PointwiseNchw8 {
     int64_t per_row, run, step;
   };
   DirectTaps direct_taps() const;
+  // Tap a of a kernel row: its first float from a pixel's input column in that row (and in
+  // the zero row, NCHW8).
+  int64_t tap_float(int64_t a) const;
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
                  float* stage) const;
   float* thread_workspace() const;
@@ -91,6 +94,11 @@ class PointwiseNchw8 {
   int64_t k_block_;                 // rows per K block (k_rows_ when the weights fit)
   aligned_vector<float> w_, bias_;  // bias_ padded to the panels' width
   aligned_vector<float> zero_row_;  // direct: what taps above or below the image read
+  // Direct: the columns of a row run in place, [direct_lo_, direct_hi_); for a row whose
+  // kernel rows lie inside the image, the taps' byte offsets from its first tap row and the
+  // furthest float a pixel's taps read past its column there.
+  int64_t direct_lo_ = 0, direct_hi_ = 0, row_reach_ = 0;
+  std::vector<int64_t> row_taps_;
 };
 
 }  // namespace conv
