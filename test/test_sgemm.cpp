@@ -188,6 +188,40 @@ TEST(Driver, TinyBlockingManyBlocksWithEpilogue) {
   });
 }
 
+// The in-place-A path (src/gemm/in_place_a.cpp): few columns, A's rows read in place by
+// the pointwise kernels. Rows past the last whole 4- and 6-row tile (one-row calls) and
+// across the 12-row thread shares, columns around the 8/16/24-wide panels up to the limit,
+// K at its lower bound (max(128, 2N)), odd, and over two KC blocks (balanced halves, not
+// multiples of 8); row-major A (B plain or transposed) and column-major with B's rows as
+// the inner A; ld padding, alpha/beta with NaN C, 1 and 2 threads, each kernel. Where the
+// kernel has pointwise kernels the path must serve every shape here (else the packed path
+// runs them, checked alike).
+TEST(Sgemm, InPlaceAEveryRowAndColumnEdge) {
+  const std::vector<int64_t> columns =
+      gktest::quick() ? std::vector<int64_t>{2, 9, 25, 49} : std::vector<int64_t>{2, 8, 9, 16, 17, 24, 25, 32, 33, 40, 49, 57, 72, 100, 256};
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    const gk::KernelConfig cfg = gk::derive_blocking(ker);
+    int index = 0;
+    for (int64_t n : columns)
+      for (int64_t m : {12, 23, 61})
+        for (int64_t k : {std::max<int64_t>(128, 2 * n) + 3, 2 * cfg.kc + 3}) {
+          const int pick = index++;
+          const bool rm = pick % 3 != 2, tb = pick % 2 == 1;
+          Case c{m, n, k, rm, false, tb && rm, kAlphas[1 + pick % 2], kBetas[pick % 3], int64_t(pick % 4 == 0 ? 3 : 0)};
+          if (!rm) std::swap(c.m, c.n);  // column-major: C^T = B^T A^T, B's rows are the inner A
+          // What the driver sees: m x n row-stored C, A's rows contiguous along K.
+          gk::GemmProblem p;
+          p.m = m, p.n = n, p.k = k;
+          const gk::MatrixView a{nullptr, k + c.extra_ld, 1};
+          EXPECT_EQ(gk::in_place_a_serves(gk::active_config(), p, a), ker.pointwise[0].fn != nullptr)
+              << describe(c);
+          gk_set_num_threads(1 + pick % 2);
+          ASSERT_TRUE(run_case(c, /*fortran=*/!rm && pick % 4 == 1));
+        }
+    gk_set_num_threads(0);
+  });
+}
+
 // The no-pack path, B read in place and B packed, compared with the packed driver.
 TEST(Driver, SmallPathMatchesPackedPath) {
   gktest::for_each_kernel([](const gk::KernelInfo& ker) {

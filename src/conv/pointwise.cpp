@@ -82,20 +82,11 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   k_rows_ = weight_rows(s);
   channel_stride_ = channel_stride(s);
   planar_ = s.in_layout == GK_LAYOUT_NCHW && direct();
-  // Panels: the widest kernel while it fits, then narrower ones; a last 8 after 24s
-  // becomes 16 + 16 (two 12-accumulator tiles rather than a 6-accumulator one).
+  // Panels: one kernel width each (pointwise_panels).
   const int64_t padded = round_up(d.out_channels, 8);
-  auto widest = [&](int64_t left) -> const KernelInfo::Pointwise* {
-    for (const KernelInfo::Pointwise& k : kernel.pointwise)
-      if (k.fn && k.nr <= left && !(k.nr == 24 && left == 32)) return &k;
-    for (const KernelInfo::Pointwise& k : kernel.pointwise)  // an ISA without 16-wide ones
-      if (k.fn && k.nr <= left) return &k;
-    static_assert(kMaxPointwiseNr % 8 == 0, "panels are whole 8-channel blocks");
-    return nullptr;
-  };
-  for (int64_t oc0 = 0; oc0 < padded;) {
-    const KernelInfo::Pointwise* k = widest(padded - oc0);
-    if (!k) break;  // the narrowest kernel is 8 wide: unreachable
+  for (const PointwisePanel& panel : pointwise_panels(kernel, d.out_channels)) {
+    const KernelInfo::Pointwise* k = panel.kernel;
+    const int64_t oc0 = panel.j;
     panels_.push_back({oc0, static_cast<int64_t>(w_.size()), k->mr, k->nr, k->fn, k->one_pixel});
     w_.resize(w_.size() + static_cast<size_t>(k_rows_ * k->nr), 0.0f);
     float* w = w_.data() + panels_.back().weights;
@@ -110,7 +101,6 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
       for (int j = 0; j < k->nr && oc0 + j < d.out_channels; ++j)
         w[r * k->nr + j] = weights[((oc0 + j) * d.in_channels + c) * taps_ + tap];
     }
-    oc0 += k->nr;
   }
   bias_.assign(static_cast<size_t>(padded), 0.0f);
   if (bias) std::copy(bias, bias + d.out_channels, bias_.begin());

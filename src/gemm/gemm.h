@@ -143,6 +143,14 @@ struct ColumnPanel {
   int64_t j, width, cols;  // first column, kernel width, real columns
 };
 std::vector<ColumnPanel> column_panels(const KernelInfo& kernel, int64_t n);
+// The same for the pointwise kernels (KernelInfo::pointwise) over `columns` rounded up to
+// whole 8-column blocks: the widest kernel while it fits, but 16 + 16 rather than 24 + 8
+// (two 12-accumulator tiles rather than a 6-accumulator one). Empty without them.
+struct PointwisePanel {
+  int64_t j;  // first column (a multiple of 8)
+  const KernelInfo::Pointwise* kernel;
+};
+std::vector<PointwisePanel> pointwise_panels(const KernelInfo& kernel, int64_t columns);
 
 // Runs one micro-kernel call on a tile of m <= MR rows and n <= NR columns: full tiles go
 // straight to the kernel, partial ones through a local tile (the kernel never touches C
@@ -168,6 +176,11 @@ void scale_c(float beta, float* c, int64_t rs_c, int64_t m, int64_t n, const Epi
 
 // The Goto five-loop driver with packed A and B, on `threads` threads.
 void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads);
+// Few columns and long rows of A (its rows contiguous along K): the ISA's pointwise
+// kernels read A in place instead of packing it (src/gemm/in_place_a.cpp). p.a is `a`.
+constexpr int64_t kInPlaceAMaxColumns = 256;
+bool in_place_a_serves(const KernelConfig& cfg, const GemmProblem& p, const MatrixView& a);
+void gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConfig& cfg, int threads);
 // The no-pack path for small problems (one thread): B is read in place when it has unit
 // column stride, A is packed one micro-panel at a time.
 void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,

@@ -1,5 +1,5 @@
 // The internal SGEMM on validated, row-stored arguments: reference-BLAS quick returns and
-// alpha == 0 handling, then the GEMV, no-pack or packed path.
+// alpha == 0 handling, then the GEMV, no-pack, in-place-A or packed path.
 #include "common/runtime.h"
 #include "gemm/gemm.h"
 
@@ -34,6 +34,8 @@ void sgemm_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const MatrixV
   const int threads = threads_for(flops);
   if (threads == 1 && prefers_small_path(m, n, k)) {
     gemm_small(p, a, b, cfg);
+  } else if (in_place_a_serves(cfg, p, a)) {
+    gemm_in_place_a(p, a, cfg, threads);
   } else {
     gemm_packed(p, cfg, threads);
   }

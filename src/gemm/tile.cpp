@@ -5,6 +5,7 @@
 
 #include "common/simd.h"
 #include "gemm/gemm.h"
+#include "gemm/partition.h"
 
 namespace gk {
 
@@ -93,6 +94,26 @@ std::vector<ColumnPanel> column_panels(const KernelInfo& ker, int64_t n) {
     }
     panels.push_back({j, width, std::min(width, left)});
     j += width;
+  }
+  return panels;
+}
+
+std::vector<PointwisePanel> pointwise_panels(const KernelInfo& ker, int64_t columns) {
+  static_assert(kMaxPointwiseNr % 8 == 0, "panels are whole 8-column blocks");
+  auto widest = [&](int64_t left) -> const KernelInfo::Pointwise* {
+    for (const KernelInfo::Pointwise& k : ker.pointwise)
+      if (k.fn && k.nr <= left && !(k.nr == 24 && left == 32)) return &k;
+    for (const KernelInfo::Pointwise& k : ker.pointwise)  // an ISA without 16-wide ones
+      if (k.fn && k.nr <= left) return &k;
+    return nullptr;
+  };
+  std::vector<PointwisePanel> panels;
+  const int64_t padded = round_up(columns, 8);
+  for (int64_t j = 0; j < padded;) {
+    const KernelInfo::Pointwise* k = widest(padded - j);
+    if (!k) break;  // no pointwise kernels, or none 8 wide
+    panels.push_back({j, k});
+    j += k->nr;
   }
   return panels;
 }

@@ -1,0 +1,110 @@
+// GEMMs with few columns and long rows of A (a 3x3 conv's GEMM at 7x7 is 512x49x4608):
+// packing A costs a pass over its M x K floats, read from L3 and written to L2 with a
+// transpose, against only 2 x N flops per float: a quarter of 512x49x4608's time at one
+// thread. Here the pointwise kernels (KernelInfo::pointwise, the GEMM kernel turned
+// around, src/arch/x86_64/pointwise_avx2.inc) read A where it is: a tile's MR rows are its
+// "pixels" (lda apart), K its "channels" (contiguous), and a packed B panel (kc rows of NR)
+// its weights. They store 8-column vectors, so the tiles accumulate over the K blocks in
+// a staged C' ([8-column block][row][8]); C = alpha C' + beta C at the end (beta == 0
+// never reads C). C' is M x N floats against M x N x K FMAs: nothing for a long K.
+//
+// Loops as Goto's (K blocks, MC row chunks whose A rows stay in L2, a B panel per kernel
+// call over the chunk's tiles); threads take whole row ranges and pack their own B block
+// (K x N is small next to A), so they never wait on each other.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/runtime.h"
+#include "gemm/gemm.h"
+#include "gemm/partition.h"
+
+namespace gk {
+namespace {
+
+// Rows per thread share: a multiple of every pointwise MR (kernels require MR | 12).
+constexpr int64_t kRowUnit = 12;
+
+[[noreturn]] void out_of_memory() {
+  std::fprintf(stderr, "gemmkit: cannot allocate the in-place-A buffers\n");
+  std::abort();
+}
+
+// Rows [r0, r1) of C = alpha * C' + beta * C (C' as the kernels stored it).
+void store_c(const GemmProblem& p, const float* staged, int64_t m_pad, int64_t r0, int64_t r1) {
+  for (int64_t i = r0; i < r1; ++i) {
+    float* c = p.c + i * p.rs_c;
+    for (int64_t j = 0; j < p.n; ++j) {
+      const float v = p.alpha * staged[((j / 8) * m_pad + i) * 8 + j % 8];
+      c[j] = p.beta == 0.0f ? v : v + p.beta * c[j];
+    }
+  }
+}
+
+}  // namespace
+
+bool in_place_a_serves(const KernelConfig& cfg, const GemmProblem& p, const MatrixView& a) {
+  const KernelInfo& ker = *cfg.kernel;
+  if (!ker.pointwise[0].fn || p.epilogue.active() || p.c_block_stride || a.cs != 1) return false;
+  for (const KernelInfo::Pointwise& k : ker.pointwise)
+    if (k.fn && (!k.one_pixel || kRowUnit % k.mr)) return false;
+  // Measured against the packed path, 1 thread, GFLOP/s (packed -> in place): 512x49x4608
+  // 45 -> 65, 4096x8x4096 22 -> 38, 128x32x1152 54 -> 89, 1000x16x512 63 -> 85,
+  // 512x96x2304 64 -> 80, 1024x128x1024 63 -> 77, 512x192x1024 69 -> 74, 1024x256x1024 70
+  // -> 74; past that no gain (1024^3 81 both, 512^3 81 -> 77, 2048^3 86 -> 73: packing is
+  // a small share there, and C' outgrows L2). Packing A costs a share of about 1/N, C'
+  // (written, and read back per K block and at the end) about 1/K: K at least 2N, and C'
+  // within 1 MiB (4000x250x300, 4 MiB of C' for one K block, ran 71 -> 51).
+  const int64_t staged = round_up(p.m, kRowUnit) * round_up(p.n, 8);
+  return p.n <= kInPlaceAMaxColumns && p.k >= std::max<int64_t>(128, 2 * p.n) && p.m >= kRowUnit &&
+         staged <= (int64_t{1} << 18);
+}
+
+void gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConfig& cfg, int threads) {
+  const KernelInfo& ker = *cfg.kernel;
+  const std::vector<PointwisePanel> panels = pointwise_panels(ker, p.n);
+  const int64_t width = round_up(p.n, 8), m_pad = round_up(p.m, kRowUnit);
+  const int64_t kc_max = std::min(cfg.kc, p.k), mc = std::max(kRowUnit, cfg.mc / kRowUnit * kRowUnit);
+  float* staged = scratch(ScratchSlot::Edge, width * m_pad);
+  if (!staged) out_of_memory();
+  threads = static_cast<int>(std::min<int64_t>(threads, ceil_div(p.m, kRowUnit)));
+  if (threads > 1) note_parallel_region();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const Range rows = share(ceil_div(p.m, kRowUnit), omp_get_thread_num(), omp_get_num_threads(), kRowUnit, p.m);
+    float* b_block = scratch(ScratchSlot::PackedB, round_up(kc_max, 8) * width);  // blocks may round up to 8
+    if (!b_block) out_of_memory();
+    if (rows.begin < rows.end) {
+      for_each_balanced_block(p.k, cfg.kc, 8, [&](int64_t pc, int64_t kc) {
+        for (const PointwisePanel& q : panels)
+          p.b->pack_panel(pc, kc, q.j, std::min<int64_t>(q.kernel->nr, p.n - q.j), q.kernel->nr, b_block + q.j * kc);
+        gk_pointwise_args args;
+        args.full_blocks = kc / 8, args.tail_channels = kc % 8;
+        args.x_block_stride = 8, args.x_pixel_stride = a.rs;
+        args.y_block_stride = m_pad * 8;
+        args.bias = nullptr, args.activation = 0, args.accumulate = pc > 0;
+        for (int64_t r0 = rows.begin; r0 < rows.end; r0 += mc) {
+          const int64_t r1 = std::min(rows.end, r0 + mc);
+          for (const PointwisePanel& q : panels) {
+            const int mr = q.kernel->mr;
+            args.w = b_block + q.j * kc;
+            args.x = a.p + r0 * a.rs + pc, args.y = staged + ((q.j / 8) * m_pad + r0) * 8;
+            args.tiles = (r1 - r0) / mr;
+            if (args.tiles > 0) q.kernel->fn(&args);
+            const int64_t done = args.tiles * mr;
+            if (done == r1 - r0) continue;
+            // The last rows of C: one-row calls (a whole tile would read past A's last row).
+            args.x += done * a.rs, args.y += done * 8, args.tiles = r1 - r0 - done;
+            q.kernel->one_pixel(&args);
+          }
+        }
+      });
+      store_c(p, staged, m_pad, rows.begin, rows.end);
+    }
+  }
+}
+
+}  // namespace gk
