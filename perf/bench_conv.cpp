@@ -246,6 +246,20 @@ struct LayerSetup {
   Tensor x8, y8;  // the layer's tensors in NCHW8
 };
 const char kIm2colNchw8[] = "im2col-gemm-nchw8";
+
+// What library kLibs[li] ran on a layer at t threads: gemmkit's plan's algorithm (with its
+// tuning), oneDNN's implementation, or the im2col baseline.
+std::string ran(const LayerSetup& s, int li, int t) {
+  switch (li) {
+    case 0: return gk_conv_plan_algo_name(s.plan);
+    case 1: return "im2col+sgemm";
+    case 2: return s.dnnl_nchw.at(t)->impl();
+    case 3: return s.dnnl_blocked.at(t)->impl();
+    case 4: return gk_conv_plan_algo_name(s.fastrun.at(t));
+    case 5: return gk_conv_plan_algo_name(s.plan_nchw8);
+    default: return gk_conv_plan_algo_name(s.fastrun_nchw8.at(t));
+  }
+}
 using Samples = std::map<std::string, std::vector<double>>;
 
 // Per network and thread count, totals over the 3x3 stride-1 layers (time x count) of each
@@ -459,7 +473,7 @@ int main(int argc, char** argv) {
            "NCHW8 without Winograd: the same for AUTO in NCHW8 (gemmkit's blocked layout, the one to set against oneDNN's)\n\n"
         << "| network | threads | gemmkit AUTO ms | gemmkit FASTRUN ms (profiling s) | gemmkit AUTO NCHW8 ms | AUTO without Winograd ms | NCHW8 without Winograd ms | im2col+OpenBLAS ms | oneDNN NCHW ms | oneDNN blocked ms | AUTO speedup vs im2col+OpenBLAS | without Winograd: speedup vs im2col+OpenBLAS | NCHW8 without Winograd: speedup vs im2col+OpenBLAS | AUTO / oneDNN blocked | without Winograd / oneDNN blocked | NCHW8 without Winograd / oneDNN blocked | FASTRUN / oneDNN blocked | NCHW8 / oneDNN blocked | FASTRUN NCHW8 ms | FASTRUN NCHW8 / oneDNN blocked | largest im2col matrix vs gemmkit workspace |\n"
         << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  rows << "\n## Per layer (ms, median)\n\n| network | layer | threads | AUTO algorithm | gemmkit AUTO | FASTRUN choice | gemmkit FASTRUN | gemmkit NCHW8 | im2col+OpenBLAS | oneDNN NCHW | oneDNN blocked (impl) | AUTO GFLOP/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  rows << "\n## Per layer (ms, median)\n\n| network | layer | threads | AUTO algorithm | gemmkit AUTO | FASTRUN choice | gemmkit FASTRUN | gemmkit NCHW8 | FASTRUN NCHW8 choice | gemmkit FASTRUN NCHW8 | im2col+OpenBLAS | oneDNN NCHW | oneDNN blocked (impl) | AUTO GFLOP/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& net : nets) {
     for (int t : thread_counts) {
       double total[kNumLibs] = {}, profiling = 0, no_winograd = 0, nchw8_no_winograd = 0;
@@ -473,7 +487,7 @@ int main(int argc, char** argv) {
           ms[li] = median(samples[point_name(l, t, kLibs[li])]) * 1e3;
           total[li] += ms[li] * l.count;
           csv << net << ',' << l.name << ',' << l.count << ',' << t << ',' << kLibs[li] << ',' << ms[li] << ','
-              << l.flops() / (ms[li] * 1e6) << ',' << gk_conv_plan_algo_name(setups[i].plan) << ','
+              << l.flops() / (ms[li] * 1e6) << ',' << ran(setups[i], li, t) << ','
               << gk_conv_plan_workspace_size(setups[i].plan) << ',' << setups[i].caffe->workspace_bytes() << '\n';
         }
         const bool auto_winograd = std::string(gk_conv_plan_algo_name(setups[i].plan)).rfind("winograd", 0) == 0;
@@ -487,10 +501,10 @@ int main(int argc, char** argv) {
         max_full = std::max(max_full, setups[i].caffe->workspace_bytes());
         max_ws = std::max(max_ws, gk_conv_plan_workspace_size(setups[i].plan));
         char row[640];
-        std::snprintf(row, sizeof row, "| %s | %s | %d | %s | %.3f | %s | %.3f | %.3f | %.3f | %.3f | %.3f (%s) | %.1f |\n",
-                      net.c_str(), l.name.c_str(), t, gk_conv_plan_algo_name(setups[i].plan), ms[0],
-                      gk_conv_plan_algo_name(setups[i].fastrun[t]), ms[4], ms[5], ms[1], ms[2], ms[3],
-                      setups[i].dnnl_blocked[t]->impl().c_str(), l.flops() / (ms[0] * 1e6));
+        std::snprintf(row, sizeof row, "| %s | %s | %d | %s | %.3f | %s | %.3f | %.3f | %s | %.3f | %.3f | %.3f | %.3f (%s) | %.1f |\n",
+                      net.c_str(), l.name.c_str(), t, ran(setups[i], 0, t).c_str(), ms[0], ran(setups[i], 4, t).c_str(),
+                      ms[4], ms[5], ran(setups[i], 6, t).c_str(), ms[6], ms[1], ms[2], ms[3],
+                      ran(setups[i], 3, t).c_str(), l.flops() / (ms[0] * 1e6));
         rows << row;
       }
       char line[800];
