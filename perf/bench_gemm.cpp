@@ -6,6 +6,7 @@
 // 3 rounds of 0.25 s left to chance per point.
 //
 //   bench_gemm [--rounds=N] [--threads=1,2] [--quick] [--out=DIR] [--openblas=LIB]
+//              [--shapes=LABEL,...]   (only the shapes with these labels, e.g. 512x49x4608,1024)
 //
 // Writes DIR/gemm.md (the table), DIR/gemm.csv (every round), DIR/gemm.png (gnuplot).
 #include <benchmark/benchmark.h>
@@ -63,6 +64,16 @@ std::vector<Shape> shapes(bool quick) {
   return v;
 }
 
+// The shapes whose labels are in the comma-separated `labels` ("" or "1": all).
+std::vector<Shape> selected(const std::vector<Shape>& all, const std::string& labels) {
+  if (labels.empty() || labels == "1") return all;
+  std::vector<Shape> v;
+  for (const Shape& s : all)
+    if (("," + labels + ",").find("," + s.label + ",") != std::string::npos) v.push_back(s);
+  if (v.empty()) std::fprintf(stderr, "bench: no shape labelled %s; running all\n", labels.c_str());
+  return v.empty() ? all : v;
+}
+
 // Operands for a shape, row-major as the conv GEMMs are, allocated once.
 struct Operands {
   std::vector<float> a, b, c;
@@ -111,7 +122,7 @@ int main(int argc, char** argv) {
   for (int t : thread_counts)
     peak[t] = std::max(gkbench::measure_fma_peak_gflops(256, t), gkbench::measure_fma_peak_gflops(512, t));
 
-  const std::vector<Shape> all_shapes = shapes(quick);
+  const std::vector<Shape> all_shapes = selected(shapes(quick), arg(argc, argv, "shapes", ""));
   std::vector<std::unique_ptr<Operands>> data;
   for (const Shape& s : all_shapes) data.emplace_back(new Operands(s));
 
