@@ -35,7 +35,8 @@ typedef void (*gk_ukernel_fn)(const gk_ukernel_args* args);
 //   y[pixel i][oc j] = act(bias[j] + sum_c x[pixel i][c] * w[c][j]),  i < MR, j < NR
 // x points at pixel 0 of channel block 0 (channel c of pixel i at (c / 8) * x_block_stride
 // + i * x_pixel_stride + c % 8 floats: 8 in an NCHW8 image; the channels of the partial
-// block are x_channel_stride apart, 1 there and a plane in an NCHW image); w is C rows of NR floats
+// block are x_channel_stride apart: 1 there, dilation_w where a direct convolution on an
+// NCHW image makes a tap's kernel columns its channels); w is C rows of NR floats
 // (packed at plan time); y points at pixel 0 of the first of NR / 8 output channel blocks
 // (NCHW8: pixel i at 8 * i), y_block_stride floats apart; with `accumulate` the tile
 // already there is added to the sum (a K-blocked convolution passes bias and activation

@@ -104,8 +104,6 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   }
   bias_.assign(static_cast<size_t>(padded), 0.0f);
   if (bias) std::copy(bias, bias + d.out_channels, bias_.begin());
-  // A call's pixels (a row's, or a partial tile's) at a tap row outside the image read
-  // this instead, stride_w pixels apart from the tap's column on.
   if (direct()) {
     // What every output row whose kernel rows lie inside the image shares (run_direct_row):
     // the columns run in place, and the taps' offsets from the row's first tap row.
@@ -120,11 +118,10 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
         row_taps_.push_back(first * 4);
         row_reach_ = std::max(row_reach_, first + (dt.run - 1) * dt.step + 1);
       }
+    // A call's pixels (a row's, or a partial tile's) at a tap row outside the image read
+    // this instead, stride_w pixels apart from the tap's column on.
+    zero_row_.assign(static_cast<size_t>(((s.ow + kMaxPointwiseMr) * sw + (kw - 1) * dw + 1) * pixel_floats()), 0.0f);
   }
-  if (direct())
-    zero_row_.assign(
-        static_cast<size_t>(((s.ow + kMaxPointwiseMr) * d.stride_w + (d.kernel_w - 1) * d.dilation_w + 1) * pixel_floats()),
-        0.0f);
 
   min_groups_ = std::min<int64_t>(static_cast<int64_t>(panels_.size()),
                                   ceil_div(k_rows_ * padded * 4, l2_bytes() / 2));

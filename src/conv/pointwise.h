@@ -11,7 +11,8 @@
 //    through per-tap offsets (run_direct); only the pixels whose taps cross the left or
 //    right padding are gathered (a row's taps above or below the image read a zero row).
 //    The image may be NCHW there (GK_CONV_FLAG_NCHW_INPUT): 3 planes rather than 8-channel
-//    pixels, 3/8 of the bytes; the rows with taps above or below it are gathered.
+//    pixels, 3/8 of the bytes; a tap is then a (kernel row, channel), its run of K rows the
+//    kernel columns (direct_taps).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -36,7 +37,7 @@ class PointwiseNchw8 {
   // of y's last block are zeroed.
   void run(const float* x, float* y, int threads) const;
   // Under 8 input channels with an NCHW input (GK_CONV_FLAG_NCHW_INPUT): the image's planes
-  // are read in place, the kernels stepping a plane from channel to channel.
+  // are read in place, a tap per (kernel row, channel).
   bool reads_nchw_input() const { return planar_; }
   // Workspace per thread (the im2col chunk, the staged partial output tile), in floats.
   int64_t workspace_floats() const;
