@@ -67,21 +67,38 @@ void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, i
   if (!rs_b) rs_b = ker.nr;  // B packed at the kernel's width
   const int64_t calls = ceil_div(mc, ker.mr);
   const int64_t slice = ceil_div(next.kc, calls);
-  for (int64_t ir = 0, call = 0; ir < mc; ir += ker.mr, ++call) {
+  auto prefetch_next_b = [&](int64_t call) {
+    const int64_t k_begin = call * slice;
+    if (k_begin < next.kc)
+      p.b->prefetch(next.k0 + k_begin, std::min(slice, next.kc - k_begin), next.j, next.cols);
+  };
+  // The next call's C tile, for writing: when C is not in cache (a conv output, K small)
+  // its read-for-ownership would otherwise stall the store of this tile.
+  auto prefetch_next_c = [&](int64_t ir) {
+    if (ir + ker.mr < mc) prefetch_c_tile(p.c + (ic + ir + ker.mr) * p.rs_c + j, p.rs_c, ker.mr, cols);
+  };
+  int64_t ir = 0, call = 0;
+  if (!p.c_block_stride) {
+    FullTiles full(ker, cols, kc, p.alpha, b_panel, rs_b, beta, p.rs_c, last_k ? &p.epilogue : nullptr);
+    if (full.ready()) {
+      for (; ir + ker.mr <= mc; ir += ker.mr, ++call) {
+        prefetch_next_c(ir);
+        full.run(a_panels[ir / ker.mr], p.c + (ic + ir) * p.rs_c + j, ic + ir);
+        prefetch_next_b(call);
+      }
+    }
+  }
+  for (; ir < mc; ir += ker.mr, ++call) {
     const int64_t rows = std::min<int64_t>(ker.mr, mc - ir);
     if (p.c_block_stride) {
       run_ukernel_blocked_c(ker, rows, cols, kc, p.alpha, a_panels[ir / ker.mr], b_panel, ker.nr, beta, p.c,
                             p.c_block_stride, last_k ? &p.epilogue : nullptr, ic + ir, j);
     } else {
-      // The next call's C tile, for writing: when C is not in cache (a conv output, K
-      // small) its read-for-ownership would otherwise stall the store of this tile.
-      if (ir + ker.mr < mc) prefetch_c_tile(p.c + (ic + ir + ker.mr) * p.rs_c + j, p.rs_c, ker.mr, cols);
+      prefetch_next_c(ir);
       run_ukernel(ker, rows, cols, kc, p.alpha, a_panels[ir / ker.mr], b_panel, rs_b, beta,
                   p.c + (ic + ir) * p.rs_c + j, p.rs_c, last_k ? &p.epilogue : nullptr, ic + ir, j);
     }
-    const int64_t k_begin = call * slice;
-    if (k_begin < next.kc)
-      p.b->prefetch(next.k0 + k_begin, std::min(slice, next.kc - k_begin), next.j, next.cols);
+    prefetch_next_b(call);
   }
 }
 

@@ -160,6 +160,30 @@ void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, floa
                  const float* a, const float* b, int64_t rs_b, float beta, float* c,
                  int64_t rs_c, const Epilogue* epilogue, int64_t row0, int64_t col0);
 
+// The full MR-row tiles of one column of C, called back to back with one argument block
+// (only A, C and the row bias move): the inner loop of a large GEMM, where run_ukernel's
+// per-call checks cost 2-3% of the time. `ready` is false when the column is narrower than
+// its kernel or its epilogue cannot be fused into the kernel: run_ukernel then.
+class FullTiles {
+ public:
+  FullTiles(const KernelInfo& kernel, int64_t n, int64_t k, float alpha, const float* b, int64_t rs_b,
+            float beta, int64_t rs_c, const Epilogue* epilogue);
+  bool ready() const { return ready_; }
+  // The tile of rows [row0, row0 + MR) (row0 locates the bias): A micro-panel a, C at c.
+  void run(const float* a, float* c, int64_t row0) {
+    args_.a = a;
+    args_.c = c;
+    if (bias_) args_.row_bias = bias_ + row0;
+    fn_(&args_);
+  }
+
+ private:
+  gk_ukernel_fn fn_ = nullptr;
+  gk_ukernel_args args_{};
+  const float* bias_ = nullptr;  // per-row bias to fuse, or nullptr
+  bool ready_ = false;
+};
+
 // run_ukernel for a C stored channel-blocked by 8 rows (GemmProblem::c_block_stride): the
 // kernel computes a local tile (reading C into it first when beta != 0), which is then
 // stored transposed, MR rows of a column at a time. c is C's element (0, 0).

@@ -139,6 +139,16 @@ bool fuse_epilogue(const KernelInfo& kernel, const Epilogue* e, int64_t m, int64
 
 }  // namespace
 
+FullTiles::FullTiles(const KernelInfo& kernel, int64_t n, int64_t k, float alpha, const float* b,
+                     int64_t rs_b, float beta, int64_t rs_c, const Epilogue* epilogue) {
+  int64_t tile_cols = 0;
+  fn_ = kernel_for_columns(kernel, n, &tile_cols);
+  args_ = {nullptr, b, nullptr, k, rs_b, rs_c, alpha, beta, nullptr, 0};
+  const bool fused = fuse_epilogue(kernel, epilogue, kernel.mr, 0, nullptr, &args_);
+  if (fused) bias_ = args_.row_bias;  // e->bias + 0: run() adds each tile's first row
+  ready_ = n == tile_cols && (fused || !epilogue || !epilogue->active());
+}
+
 void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, const float* b, int64_t rs_b, float beta, float* c,
                  int64_t rs_c, const Epilogue* epilogue, int64_t row0, int64_t col0) {
