@@ -39,9 +39,7 @@ namespace {
 // The A block of rows [ic, ic + mc) x K range [pc, pc + kc), as micro-panel pointers.
 void pack_a_block(const GemmProblem& p, int mr, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
                   float* a_block, std::vector<const float*>& a_panels) {
-  for (int64_t ir = 0; ir < mc; ir += mr)
-    a_panels[ir / mr] =
-        p.a->panel(ic + ir, std::min<int64_t>(mr, mc - ir), pc, kc, mr, a_block + ir * kc);
+  p.a->block(ic, mc, pc, kc, mr, a_block, a_panels.data());
 }
 
 // Prefetches rows x cols of C for writing (each row's first and last line).
@@ -136,6 +134,10 @@ void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
   }
 }
 
+// B micro-panels packed in one pass (BPacker::pack_panels): runs of 8 x 24 floats, 12
+// cache lines, from each row of B.
+constexpr int64_t kPanelsPackedTogether = 8;
+
 // The general case: the B block (KC x NC) is packed once by all threads together and
 // shared; threads split the (ic, jr) work as a grid.
 void gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int threads) {
@@ -164,9 +166,10 @@ void gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
       for_each_balanced_block(p.k, cfg.kc, 1, [&](int64_t pc, int64_t kc) {
         const bool last_k = pc + kc == p.k;
         const float beta = pc == 0 ? p.beta : 1.0f;
-        for (int64_t q = packed_by_me.begin; q < packed_by_me.end; ++q)
-          p.b->pack_panel(pc, kc, jc + q * nr, std::min<int64_t>(nr, nc - q * nr), nr,
-                          b_block + q * kc * nr);
+        for (int64_t q = packed_by_me.begin; q < packed_by_me.end; q += kPanelsPackedTogether)
+          p.b->pack_panels(pc, kc, jc + q * nr,
+                           std::min(std::min(packed_by_me.end - q, kPanelsPackedTogether) * nr, nc - q * nr), nr,
+                           b_block + q * kc * nr);
 #pragma omp barrier
         for_each_balanced_block(rows.end - rows.begin, cfg.mc, mr, [&](int64_t off, int64_t mc) {
           const int64_t ic = rows.begin + off;

@@ -31,6 +31,10 @@ class ASource {
                              float* scratch) const = 0;
   // True when panel() never writes `scratch` (the driver then allocates none).
   virtual bool prepacked() const { return false; }
+  // The panels of rows [i0, i0 + rows), MR at a time (panel q packed at scratch + q * kc *
+  // mr), their pointers into panels[q]. By default one panel() after another.
+  virtual void block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch,
+                     const float** panels) const;
 };
 
 // Where the driver gets B micro-panels: "fill this kc x NR micro-panel" for K range
@@ -46,6 +50,9 @@ class BPacker {
   virtual void prefetch(int64_t k0, int64_t kc, int64_t j0, int64_t cols) const {
     (void)k0, (void)kc, (void)j0, (void)cols;
   }
+  // The panels of columns [j0, j0 + cols), nr at a time (panel q at dst + q * kc * nr). By
+  // default one pack_panel() after another.
+  virtual void pack_panels(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr, float* dst) const;
 };
 
 // A plain strided A matrix, packed on the fly.
@@ -54,6 +61,8 @@ class PlainA final : public ASource {
   explicit PlainA(MatrixView a) : a_(a) {}
   const float* panel(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr,
                      float* scratch) const override;
+  void block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch,
+             const float** panels) const override;
 
  private:
   MatrixView a_;
@@ -87,6 +96,7 @@ class PlainB final : public BPacker {
   void pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
                   float* dst) const override;
   void prefetch(int64_t k0, int64_t kc, int64_t j0, int64_t cols) const override;
+  void pack_panels(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr, float* dst) const override;
   const MatrixView& view() const { return b_; }
 
  private:

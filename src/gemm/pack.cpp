@@ -45,8 +45,20 @@ GK_INLINE void store_transposed(const v8 g[4], float* dst, int width) {
   }
 }
 
+// n floats, n a compile-time width, in whole 32-byte vectors where it can: GCC expands a
+// fixed-size memcpy into 16-byte moves under its generic tuning (a 24-float B row was 6).
+template <int n>
+GK_INLINE void copy_floats(const float* s, float* d) {
+  int j = 0;
+  for (; j + 8 <= n; j += 8) store8(d + j, load8(s + j));
+  for (; j + 4 <= n; j += 4) store4(d + j, load4(s + j));
+  for (; j < n; ++j) d[j] = s[j];
+}
+
 // dst[p * width + t] = src[t * s_t + p * s_p] for t < count, zero for count <= t < width.
-// `s_t == 1`: each k step copies `count` contiguous floats.
+// `s_t == 1`: each k step copies `count` contiguous floats; `count` may then exceed
+//             `width`: panel q of the sources [q * width, (q + 1) * width) goes to dst + q *
+//             kc * width, so each source row is read once, as one run (pack_panels).
 // `s_p == 1`: each of the `count` sources is contiguous along p: a transpose, in blocks
 //             of 4 sources x 8 k steps.
 template <int kWidth>
@@ -54,13 +66,23 @@ GK_INLINE void pack_panel_impl(const float* src, int64_t s_t, int64_t s_p, int64
                                int64_t kc, float* dst, int width_runtime) {
   const int width = kWidth > 0 ? kWidth : width_runtime;
   if (s_t == 1) {
-    for (int64_t p = 0; p < kc; ++p, dst += width) {
-      const float* s = src + p * s_p;
-      if (kWidth > 0 && count == kWidth) {
-        std::memcpy(dst, s, sizeof(float) * (kWidth > 0 ? kWidth : 1));
-      } else {
-        std::memcpy(dst, s, sizeof(float) * static_cast<size_t>(count));
-        for (int64_t t = count; t < width; ++t) dst[t] = 0.0f;
+    // kSteps k steps at a time across all the panels: their source rows (kSteps runs of
+    // `count` floats) stay in L1 while each panel gets kSteps * width contiguous floats.
+    constexpr int64_t kSteps = 16;
+    for (int64_t p0 = 0; p0 < kc; p0 += kSteps) {
+      const int64_t p1 = std::min(kc, p0 + kSteps);
+      for (int64_t t = 0; t < count; t += width) {
+        const int64_t n = std::min<int64_t>(width, count - t);
+        float* d = dst + t * kc + p0 * width;  // panel t / width, k step p0
+        for (int64_t p = p0; p < p1; ++p, d += width) {
+          const float* s = src + p * s_p + t;
+          if (kWidth > 0 && n == kWidth) {
+            copy_floats<kWidth>(s, d);
+          } else {
+            std::memcpy(d, s, sizeof(float) * static_cast<size_t>(n));
+            for (int64_t j = n; j < width; ++j) d[j] = 0.0f;
+          }
+        }
       }
     }
     return;
@@ -135,7 +157,39 @@ void pack_panel(const float* src, int64_t s_t, int64_t s_p, int64_t count, int64
   pack_panel_baseline(src, s_t, s_p, count, kc, width, dst);
 }
 
+// Panels of `width` over `count` sources (panel q at dst + q * kc * width). With the
+// sources contiguous (s_t == 1) all at once, k step outermost: a panel at a time read the
+// same cache lines once per panel, kc rows ld apart, and with a power-of-two ld those
+// rows share a few cache sets, so each panel fetched them again from L3 (the A of a TN
+// GEMM, 4 floats of each 16-float line per MR-row panel).
+void pack_panels(const float* src, int64_t s_t, int64_t s_p, int64_t count, int64_t kc, int width,
+                 float* dst) {
+  if (s_t == 1) return pack_panel(src, s_t, s_p, count, kc, width, dst);
+  for (int64_t t = 0; t < count; t += width)
+    pack_panel(src + t * s_t, s_t, s_p, std::min<int64_t>(width, count - t), kc, width, dst + t * kc);
+}
+
 }  // namespace
+
+void ASource::block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch,
+                    const float** panels) const {
+  for (int64_t r = 0; r < rows; r += mr)
+    panels[r / mr] = panel(i0 + r, std::min<int64_t>(mr, rows - r), k0, kc, mr, scratch ? scratch + r * kc : nullptr);
+}
+
+void BPacker::pack_panels(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr, float* dst) const {
+  for (int64_t j = 0; j < cols; j += nr) pack_panel(k0, kc, j0 + j, std::min<int64_t>(nr, cols - j), nr, dst + j * kc);
+}
+
+void PlainA::block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch,
+                   const float** panels) const {
+  pack_panels(&a_.at(i0, k0), a_.rs, a_.cs, rows, kc, mr, scratch);
+  for (int64_t r = 0; r < rows; r += mr) panels[r / mr] = scratch + r * kc;
+}
+
+void PlainB::pack_panels(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr, float* dst) const {
+  gk::pack_panels(&b_.at(k0, j0), b_.cs, b_.rs, cols, kc, nr, dst);
+}
 
 const float* PlainA::panel(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr,
                            float* scratch) const {
