@@ -171,8 +171,11 @@ int main(int argc, char** argv) {
         << "- gemmkit: " << gk_config_string() << "\n"
         << "- OpenBLAS: " << openblas_core << "\n"
         << "- measured FMA peak, 1 thread: " << std::lround(peak256_1) << " GFLOP/s (AVX2)"
-        << (peak512_1 > 0 ? ", " + std::to_string(std::lround(peak512_1)) + " (AVX-512)" : std::string())
-        << "; " << rounds << " rounds, libraries interleaved point by point\n\n"
+        << (peak512_1 > 0 ? ", " + std::to_string(std::lround(peak512_1)) + " (AVX-512)" : std::string());
+  for (const auto& [t, gflops] : peak)
+    if (t > 1) table << "; " << t << " threads: " << std::lround(gflops);
+  table << " (each thread's rate, summed: the % peak columns)\n- " << rounds
+        << " rounds, libraries interleaved point by point\n\n"
         << "| shape (MxNxK) | threads | gemmkit GFLOP/s (median / best) | % peak | OpenBLAS GFLOP/s (median / best) | % peak | ratio (median) |\n"
         << "|---|---|---|---|---|---|---|\n";
   std::vector<double> log_ratios;
