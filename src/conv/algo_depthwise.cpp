@@ -8,9 +8,9 @@
 // input itself; in NCHW a band of rows staged by 8 x 8 transposes of 8 planes' rows. The
 // columns whose taps all fall inside the row are swept 8 at a time (8 independent
 // accumulators keep both FMA pipes busy), every tap unrolled for 3x3 and 5x5; the few
-// border columns check each tap (on NCHW8 planes of 8 columns or fewer, where they would
-// be a quarter of the work, a zero-padded copy of the block has none); rows in the
-// padding are skipped. Output rows come out
+// border columns check each tap (NCHW8 outputs at most 8 wide at stride 1, where they
+// would be a quarter of the work, run from a zero-padded copy of the block instead); rows
+// in the padding are skipped. Output rows come out
 // interleaved, [column][8]: the output itself in NCHW8, else a band transposed back.
 //
 // Layouts: NCHW and NCHW8 run natively (NCHW8 only with one output per input channel);
