@@ -155,10 +155,10 @@ void run_ukernel(const KernelInfo& kernel, int64_t m, int64_t n, int64_t k, floa
   int64_t tile_cols = 0;
   const gk_ukernel_fn fn = kernel_for_columns(kernel, n, &tile_cols);
   if (m == kernel.mr && n == tile_cols) {
-    gk_ukernel_args args{a, b, c, k, rs_b, rs_c, alpha, beta, nullptr, 0};
-    const bool fused = fuse_epilogue(kernel, epilogue, m, row0, nullptr, &args);  // m == MR
-    fn(&args);
-    if (fused) return;
+    // The epilogue fused into the kernel where it can be, else applied below.
+    FullTiles full(kernel, n, k, alpha, b, rs_b, beta, rs_c, epilogue);
+    if (full.ready()) return full.run(a, c, row0);
+    FullTiles(kernel, n, k, alpha, b, rs_b, beta, rs_c, nullptr).run(a, c, row0);
   } else {
     // Partial tile: the kernel writes a full local tile with beta = 0, and only the m x n
     // part is merged into C, reading C only when beta != 0.
