@@ -60,6 +60,10 @@ std::vector<Shape> shapes(bool quick) {
   v.push_back({"256x3136x64", 256, 3136, 64, CblasNoTrans, CblasNoTrans});
   v.push_back({"512x49x4608", 512, 49, 4608, CblasNoTrans, CblasNoTrans});
   v.push_back({"1000x1x512", 1000, 1, 512, CblasNoTrans, CblasNoTrans});
+  // The same fully connected layer with its weights stored the other way (the matrix's
+  // columns contiguous), and at batch 4 against a 64 MiB matrix: the streamed GEMV paths.
+  v.push_back({"TN 1000x1x512", 1000, 1, 512, CblasTrans, CblasNoTrans});
+  if (!quick) v.push_back({"4x4096x4096", 4, 4096, 4096, CblasNoTrans, CblasNoTrans});
   if (!quick) v.push_back({"96x12544x32", 96, 12544, 32, CblasNoTrans, CblasNoTrans});
   return v;
 }

@@ -3,6 +3,7 @@
 // C for beta == 0, shapes at and around every blocking size, each kernel, 1 and 2 threads.
 #include <algorithm>
 
+#include "common/runtime.h"
 #include "gemm_test_util.h"
 
 namespace {
@@ -150,7 +151,38 @@ TEST(Sgemm, MatrixVectorShapes) {
               ASSERT_TRUE(run_case({1, 333, 77, rm, ta, tb, -1.5f, beta, 2}));
               ASSERT_TRUE(run_case({7, 1, 1, rm, ta, tb, 1.0f, beta, 1}));
               ASSERT_TRUE(run_case({1, 1, 129, rm, ta, tb, 1.0f, beta, 0}));
+              // Large enough for two threads; every tail: rows % 4, % 16 and % 32, columns
+              // % 8 and % 16, a row split between threads.
+              ASSERT_TRUE(run_case({259, 1, 531, rm, ta, tb, 0.5f, beta, 3}));
+              ASSERT_TRUE(run_case({1, 259, 531, rm, ta, tb, 1.0f, beta, 0}));
             }
+    }
+    gk_set_num_threads(0);
+  });
+}
+
+// A GEMM with a few rows (or columns) against a matrix that outgrows L2 runs as that
+// matrix times R vectors (gk::gemv_serves) when the matrix's columns are contiguous; the
+// other layouts take the packed paths. Every transpose and layout, R from 2 to
+// kGemvMaxVectors, rows and columns with tails, 1 and 2 threads.
+TEST(Sgemm, FewRowsOrColumnsAgainstALargeMatrix) {
+  const int64_t l2 = gk::cpu().l2_bytes > 0 ? gk::cpu().l2_bytes : int64_t{512} << 10;
+  const int64_t k = 1031;
+  std::vector<int64_t> vector_counts = {2, 3, 5, 8, 12, gk::kGemvMaxVectors};
+  if (gktest::quick()) vector_counts = {2, 5, 12};
+  gktest::for_each_kernel([&](const gk::KernelInfo&) {
+    for (int threads : {1, 2}) {
+      gk_set_num_threads(threads);
+      for (int64_t r : vector_counts) {
+        // Just past the size where the streamed path takes over.
+        const int64_t wide = l2 * std::max<int64_t>(1, r / 4) / (k * 4) + r + 1;
+        for (bool rm : {false, true})
+          for (bool ta : {false, true})
+            for (bool tb : {false, true}) {
+              ASSERT_TRUE(run_case({r, wide, k, rm, ta, tb, -1.5f, 0.0f, 1}));
+              ASSERT_TRUE(run_case({wide, r, k, rm, ta, tb, 1.0f, 0.5f, 0}));
+            }
+      }
     }
     gk_set_num_threads(0);
   });

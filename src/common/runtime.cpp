@@ -104,6 +104,11 @@ float* scratch(ScratchSlot slot, int64_t floats) {
   return buf.data.get();
 }
 
+void out_of_memory(const char* what, int64_t floats) {
+  std::fprintf(stderr, "gemmkit: cannot allocate %lld bytes for %s\n", static_cast<long long>(floats) * 4, what);
+  std::abort();
+}
+
 // ---------------------------------------------------------------- threads and fork safety
 
 namespace {

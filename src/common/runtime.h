@@ -42,6 +42,9 @@ enum class ScratchSlot {
   Count
 };
 float* scratch(ScratchSlot slot, int64_t floats);
+// Scratch memory is requested inside parallel regions, where no error can be returned:
+// the library reports what it could not allocate, and how much, and aborts.
+[[noreturn]] void out_of_memory(const char* what, int64_t floats);
 
 // Thread policy. max_threads(): the user's setting. threads_for(work): how many threads
 // a call with `flops` floating-point operations should use right now, respecting

@@ -372,10 +372,8 @@ class DepthwiseConv final : public Prepared {
       const bool copy_padded = blocked && copy_padded_;
       float* staged = scratch(ScratchSlot::ConvRow, std::max(g_.staged_floats(), padded_block_floats()));
       float* band_out = scratch(ScratchSlot::ConvImage, g_.band * g_.ow * kLanes);
-      if (!staged || !band_out) {
-        std::fprintf(stderr, "gemmkit: out of memory for the depthwise workspace\n");
-        std::abort();
-      }
+      if (!staged || !band_out)
+        out_of_memory("the depthwise workspace", std::max(g_.staged_floats(), padded_block_floats()) + g_.band * g_.ow * kLanes);
       if (copy_padded) std::fill(staged, staged + padded_block_floats(), 0.0f);  // the padding, once
 #pragma omp for schedule(static)
       for (int64_t item = 0; item < items; ++item) {
@@ -517,10 +515,7 @@ class DepthwiseRowsConv final : public Prepared {
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
       float* buffer = scratch(ScratchSlot::ConvRow, plane_.floats());
-      if (!buffer) {
-        std::fprintf(stderr, "gemmkit: out of memory for the depthwise workspace\n");
-        std::abort();
-      }
+      if (!buffer) out_of_memory("the depthwise plane", plane_.floats());
 #pragma omp for schedule(static)
       for (int64_t idx = 0; idx < planes; ++idx) {
         const int64_t n = idx / d.out_channels, oc = idx % d.out_channels;

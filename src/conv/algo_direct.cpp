@@ -138,6 +138,7 @@ class DirectConv final : public Prepared {
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
       float* phases = scratch(ScratchSlot::ConvRow, workspace_bytes() / 4);
+      if (!phases) out_of_memory("the direct convolution's phases", workspace_bytes() / 4);
 #pragma omp for schedule(static)
       for (int64_t idx = 0; idx < planes; ++idx) {
         const int64_t n = idx / d.out_channels, oc = idx % d.out_channels, g = oc / s_.ocg;

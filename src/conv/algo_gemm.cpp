@@ -94,10 +94,7 @@ const float* prepare_phase_image(const Shape& s, const PhaseImage& pi, const flo
                                  SimdLevel simd) {
   const int64_t image = pi.floats(s.icg), rows = blocked ? 8 * s.d.in_width : 0;
   float* xs = scratch(ScratchSlot::ConvImage, image + rows);
-  if (!xs) {
-    std::fprintf(stderr, "gemmkit: out of memory for the convolution input copy\n");
-    std::abort();
-  }
+  if (!xs) out_of_memory("the convolution input copy", image + rows);
 #if defined(__x86_64__)
   if (simd != SimdLevel::Baseline) {
     phase_image_avx2(s, pi, x, blocked, xs + image, xs);
@@ -315,10 +312,7 @@ class GemmConv final : public Prepared {
     const gk_conv_desc& d = s_.d;
     if (d.stride_h == 1 && d.stride_w == 1) return x;
     float* xs = scratch(ScratchSlot::ConvImage, channels * s_.pixels() * lanes);
-    if (!xs) {
-      std::fprintf(stderr, "gemmkit: out of memory for the convolution input copy\n");
-      std::abort();
-    }
+    if (!xs) out_of_memory("the convolution input copy", channels * s_.pixels() * lanes);
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t oh = 0; oh < s_.oh; ++oh) {
         const float* src = x + ((c * d.in_height + oh * d.stride_h) * d.in_width) * lanes;

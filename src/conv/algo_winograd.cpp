@@ -447,7 +447,7 @@ class WinogradConv final : public Prepared {
     const int64_t in_image = (blocked ? round_up(d.in_channels, 8) : d.in_channels) * d.in_height * d.in_width;
     const int64_t out_image = (blocked ? round_up(oc, 8) : oc) * s_.pixels();
     float* padded = scratch(ScratchSlot::ConvImage, padded_floats());
-    if (!padded) out_of_memory();
+    if (!padded) out_of_memory("the Winograd padded input", padded_floats());
     const int threads = threads_for(s_.flops() / 4);
     if (threads > 1) note_parallel_region();
     PhaseTimes* sink = threads == 1 ? g_phase_sink : nullptr;
@@ -471,7 +471,7 @@ class WinogradConv final : public Prepared {
         if (mine.begin < mine.end && channels.begin < channels.end) {
           float* v = scratch(ScratchSlot::WinogradV, v_floats());
           float* m = scratch(ScratchSlot::WinogradM, m_floats(channels.end - channels.begin));
-          if (!v || !m) out_of_memory();
+          if (!v || !m) out_of_memory("the Winograd tiles", v_floats() + m_floats(channels.end - channels.begin));
           for (int64_t b = mine.begin; b < mine.end; ++b) {
             const Range tiles = block_tiles(b, blocks);
             run_block(padded, tiles, channels, v, m, y, blocked, sink);
@@ -482,10 +482,6 @@ class WinogradConv final : public Prepared {
   }
 
  private:
-  [[noreturn]] static void out_of_memory() {
-    std::fprintf(stderr, "gemmkit: out of memory for the Winograd workspace\n");
-    std::abort();
-  }
   int64_t padded_floats() const {
     return std::max(s_.d.in_channels * hp_ * M * len_, round_up(s_.d.in_channels, 8) * hb_ * wb_);
   }

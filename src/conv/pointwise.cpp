@@ -341,10 +341,7 @@ void PointwiseNchw8::run(const float* x, float* y, int threads) const {
 // other algorithms' do (a run has no way to report it).
 float* PointwiseNchw8::thread_workspace() const {
   float* work = scratch(ScratchSlot::ConvRow, workspace_floats());
-  if (!work) {
-    std::fprintf(stderr, "gemmkit: out of memory for the pointwise workspace\n");
-    std::abort();
-  }
+  if (!work) out_of_memory("the pointwise workspace", workspace_floats());
   return work;
 }
 

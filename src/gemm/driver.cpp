@@ -26,16 +26,6 @@
 namespace gk {
 namespace {
 
-[[noreturn]] void out_of_memory(int64_t floats) {
-  std::fprintf(stderr, "gemmkit: cannot allocate %lld bytes of packing buffer\n",
-               static_cast<long long>(floats * 4));
-  std::abort();
-}
-
-}  // namespace
-
-namespace {
-
 // The A block of rows [ic, ic + mc) x K range [pc, pc + kc), as micro-panel pointers.
 void pack_a_block(const GemmProblem& p, int mr, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
                   float* a_block, std::vector<const float*>& a_panels) {
@@ -100,43 +90,72 @@ void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, i
   }
 }
 
+// B micro-panels packed in one pass (BPacker::pack_panels): runs of 8 x 24 floats, 12
+// cache lines, from each row of B.
+constexpr int64_t kPanelsPackedTogether = 8;
+
 // All of M in one MC block: each thread takes a share of the B micro-panels and packs
-// each one just before its ir loop, into a buffer that stays in L1. The packed B block
+// them just before their ir loops, into a buffer that stays in L1/L2. The packed B block
 // of the general path would not fit L2 when N is large (336 x 3136 floats is 4 MiB), so
 // for few rows its trip through L3 and back costs more than it saves. Nothing is shared
 // between threads, so there are no barriers; each thread packs the (small) A block.
+//
+// How many full-width panels are packed in one pass: the A block leaves (MC - M) / NR
+// panels' worth of the half of L2 that MC was sized for. With few rows the kernel is
+// quick and B's packing is the cost: one panel at a time read 96 bytes of each of KC
+// rows of B per pass, 8 at a time read 768 contiguous bytes. Median GFLOP/s, 1 thread,
+// one panel / grouped: 96x12544x32 50-57 / 57-74, 24x4000x4000 41-42 / 45-48,
+// 16x1000x512 49-52 / 54-58, 64x3136x576 and 128x784x1152 equal. With MC rows there is
+// no room, and one panel stays in L1 as before.
+int64_t panels_per_pass(const KernelConfig& cfg, int64_t m) {
+  const int64_t room = (cfg.mc - round_up(m, cfg.kernel->mr)) / cfg.kernel->nr;
+  return std::clamp<int64_t>(room, 1, kPanelsPackedTogether);
+}
+
 void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int threads) {
   const KernelInfo& ker = *cfg.kernel;
   const int mr = ker.mr, nr = ker.nr;
   const int64_t kc_max = std::min(cfg.kc, p.k), mc = p.m;
+  const int64_t group = panels_per_pass(cfg, mc);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
     float* a_block = p.a->prepacked() ? nullptr : scratch(ScratchSlot::PackedA, round_up(mc, mr) * kc_max);
-    float* b_panel = scratch(ScratchSlot::PackedB, kc_max * nr);
-    if ((!a_block && !p.a->prepacked()) || !b_panel) out_of_memory(round_up(mc, mr) * kc_max + kc_max * nr);
+    float* b_panels = scratch(ScratchSlot::PackedB, kc_max * nr * group);
+    if ((!a_block && !p.a->prepacked()) || !b_panels) out_of_memory("the packing buffers", round_up(mc, mr) * kc_max + kc_max * nr * group);
     std::vector<const float*> a_panels(static_cast<size_t>(mc / mr + 1));
     const std::vector<ColumnPanel> panels = column_panels(ker, p.n);
     const int64_t count = static_cast<int64_t>(panels.size());
     const Range mine = share(count, tid, nt, 1, count);
+    auto full = [&](int64_t q) { return panels[static_cast<size_t>(q)].cols == nr; };
     for_each_balanced_block(p.k, cfg.kc, 1, [&](int64_t pc, int64_t kc) {
       const bool last_k = pc + kc == p.k;
       const float beta = pc == 0 ? p.beta : 1.0f;
       if (mine.begin < mine.end) pack_a_block(p, mr, 0, mc, pc, kc, a_block, a_panels);
-      for (int64_t q = mine.begin; q < mine.end; ++q) {
-        const ColumnPanel& c = panels[static_cast<size_t>(q)];
-        p.b->pack_panel(pc, kc, c.j, c.cols, static_cast<int>(c.width), b_panel);
-        PrefetchTarget next;
-        if (q + 1 < mine.end) next = {pc, kc, panels[static_cast<size_t>(q + 1)].j, panels[static_cast<size_t>(q + 1)].cols};
-        run_panel_column(p, ker, 0, mc, c.j, c.cols, kc, beta, last_k, a_panels, b_panel, next, c.width);
+      for (int64_t q = mine.begin; q < mine.end;) {
+        int64_t run = 1;  // full-width panels packed in this pass
+        while (run < group && q + run < mine.end && full(q) && full(q + run)) ++run;
+        const ColumnPanel& first = panels[static_cast<size_t>(q)];
+        if (run > 1) {
+          p.b->pack_panels(pc, kc, first.j, run * nr, nr, b_panels);
+        } else {
+          p.b->pack_panel(pc, kc, first.j, first.cols, static_cast<int>(first.width), b_panels);
+        }
+        for (int64_t g = 0; g < run; ++g) {
+          const ColumnPanel& c = panels[static_cast<size_t>(q + g)];
+          PrefetchTarget next;  // the next pass's first panel, during this pass's last
+          if (g + 1 == run && q + run < mine.end) {
+            const ColumnPanel& n = panels[static_cast<size_t>(q + run)];
+            next = {pc, kc, n.j, n.cols};
+          }
+          run_panel_column(p, ker, 0, mc, c.j, c.cols, kc, beta, last_k, a_panels,
+                           b_panels + g * kc * nr, next, c.width);
+        }
+        q += run;
       }
     });
   }
 }
-
-// B micro-panels packed in one pass (BPacker::pack_panels): runs of 8 x 24 floats, 12
-// cache lines, from each row of B.
-constexpr int64_t kPanelsPackedTogether = 8;
 
 // The general case: the B block (KC x NC) is packed once by all threads together and
 // shared; threads split the (ic, jr) work as a grid.
@@ -147,13 +166,13 @@ void gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
   const int64_t nc_max = std::min(cfg.nc, round_up(p.n, nr));
   const int64_t mc_max = std::min(cfg.mc, round_up(p.m, mr));
   float* b_block = scratch(ScratchSlot::PackedB, kc_max * nc_max);
-  if (!b_block) out_of_memory(kc_max * nc_max);
+  if (!b_block) out_of_memory("the packed B block", kc_max * nc_max);
 
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
     float* a_block = p.a->prepacked() ? nullptr : scratch(ScratchSlot::PackedA, mc_max * kc_max);
-    if (!a_block && !p.a->prepacked()) out_of_memory(mc_max * kc_max);
+    if (!a_block && !p.a->prepacked()) out_of_memory("the packed A block", mc_max * kc_max);
     std::vector<const float*> a_panels(static_cast<size_t>(mc_max / mr + 1));
 
     for_each_balanced_block(p.n, cfg.nc, nr, [&](int64_t jc, int64_t nc) {

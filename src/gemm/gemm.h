@@ -222,9 +222,15 @@ void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
 // Whether a problem of this size takes the no-pack path.
 bool prefers_small_path(int64_t m, int64_t n, int64_t k);
 
-// y[i * incy] = alpha * sum_j M(i, j) x[j * incx] + beta * y[i * incy], i < rows, j < cols.
-void gemv(int64_t rows, int64_t cols, float alpha, const MatrixView& mat, const float* x,
-          int64_t incx, float beta, float* y, int64_t incy, int threads);
+// Matrix times a few vectors: Y(i, r) = alpha * sum_j M(i, j) X(j, r) + beta * Y(i, r) for
+// i < rows, j < cols, r < vectors, where X is a cols x vectors view and Y(i, r) is
+// y[i * incy + r * ldy]. A GEMM with one output column (or row) is one vector; with up to
+// kGemvMaxVectors it is several, when M's columns are contiguous and M outgrows L2
+// (gemv_serves).
+constexpr int64_t kGemvMaxVectors = 16;
+bool gemv_serves(int64_t rows, int64_t cols, const MatrixView& mat, int64_t vectors);
+void gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
+          const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads);
 
 // The whole internal SGEMM on strided views (row-stored C): quick returns, alpha == 0,
 // and the choice between GEMV, no-pack and packed paths. Arguments already validated.

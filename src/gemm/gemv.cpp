@@ -22,84 +22,142 @@
 namespace gk {
 namespace {
 
+// Vector types per ISA: the loops are templates over the native width (ymm on AVX2). A
+// 64-byte type on AVX2 made GCC move every partial sum through general registers and the
+// stack, which held both loops to a fifth of the memory bandwidth.
 typedef float v16 __attribute__((vector_size(64)));
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v4 __attribute__((vector_size(16)));
 
 #define GK_INLINE inline __attribute__((always_inline))
 
-GK_INLINE v16 load16(const float* p) {
-  v16 v;
+template <typename V>
+constexpr int64_t lanes() {
+  return sizeof(V) / sizeof(float);
+}
+template <typename V>
+GK_INLINE V load_vec(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof v);  // unaligned load
   return v;
 }
-GK_INLINE void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof v); }
-GK_INLINE float hsum(const v16& v) {
+template <typename V>
+GK_INLINE void store_vec(float* p, const V& v) { std::memcpy(p, &v, sizeof v); }
+template <typename V>
+GK_INLINE float hsum(const V& v) {
   float s = 0.0f;
-  for (int i = 0; i < 16; ++i) s += v[i];
+  for (int i = 0; i < lanes<V>(); ++i) s += v[i];
   return s;
 }
 GK_INLINE float finish(float alpha, float acc, float beta, float y) {
   return beta == 0.0f ? alpha * acc : alpha * acc + beta * y;
 }
 
-// Rows [r0, r1) in dot form; x is contiguous. Four rows per pass with kUnroll vectors of
-// 16 each: 4 * kUnroll accumulators must stay in registers (8 ymm on AVX2, 8 zmm on AVX-512).
-template <int kUnroll>
+// Rows [r0, r1) in dot form; x is contiguous. Four rows per pass (four sequential streams)
+// with two vectors each: 8 accumulators in registers.
+template <typename V>
 GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                         int64_t rs, const float* x, float beta, float* y, int64_t incy) {
-  constexpr int kStep = 16 * kUnroll;
+  constexpr int64_t kLanes = lanes<V>(), kStep = 2 * kLanes;
   int64_t i = r0;
   for (; i + 4 <= r1; i += 4) {
     const float* row[4] = {m + i * rs, m + (i + 1) * rs, m + (i + 2) * rs, m + (i + 3) * rs};
-    v16 acc[4][kUnroll] = {};
+    V lo[4] = {}, hi[4] = {};
     int64_t j = 0;
     for (; j + kStep <= cols; j += kStep) {
-      for (int u = 0; u < kUnroll; ++u) {
-        const v16 xv = load16(x + j + 16 * u);
-        for (int r = 0; r < 4; ++r) acc[r][u] += load16(row[r] + j + 16 * u) * xv;
+      const V x_lo = load_vec<V>(x + j), x_hi = load_vec<V>(x + j + kLanes);
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) {
+        lo[r] += load_vec<V>(row[r] + j) * x_lo;
+        hi[r] += load_vec<V>(row[r] + j + kLanes) * x_hi;
       }
     }
     for (int r = 0; r < 4; ++r) {
-      v16 sum = acc[r][0];
-      for (int u = 1; u < kUnroll; ++u) sum += acc[r][u];
-      float s = hsum(sum);
+      float s = hsum(lo[r] + hi[r]);
       for (int64_t t = j; t < cols; ++t) s += row[r][t] * x[t];
       y[(i + r) * incy] = finish(alpha, s, beta, y[(i + r) * incy]);
     }
   }
   for (; i < r1; ++i) {
     const float* row = m + i * rs;
-    v16 acc = {};
+    V acc = {};
     int64_t j = 0;
-    for (; j + 16 <= cols; j += 16) acc += load16(row + j) * load16(x + j);
+    for (; j + kLanes <= cols; j += kLanes) acc += load_vec<V>(row + j) * load_vec<V>(x + j);
     float s = hsum(acc);
     for (; j < cols; ++j) s += row[j] * x[j];
     y[i * incy] = finish(alpha, s, beta, y[i * incy]);
   }
 }
 
-// Rows [r0, r1) in axpy form, kChunk rows of y at a time in registers.
-template <int kChunk>
+// Axpy form (the matrix's columns contiguous), R vectors at once: kAxpyColumns columns at
+// a time are streamed down their rows, each loaded vector serving all R products, while
+// the partial sums wait in `sums` (R x rows floats, L1/L2-resident). Keeping a chunk of y
+// in registers across all columns instead read each column in 256-byte pieces a column
+// stride apart, a new page per piece (4000x4000 ran at half OpenBLAS's speed); here every
+// column is one sequential stream, and 8 of them still fit an L1 set's 8 ways when the
+// column stride is a multiple of 4 KiB (16 ran 4x4096x4096 at 23 GFLOP/s instead of 29).
+// With R > 1 (a GEMM with a few rows or columns) the matrix is still read once, where the
+// packed path reads B in short runs per micro-panel: 4x4096x4096 ran at 9-12 GFLOP/s
+// that way. A register-tiled version (R x 16 rows of accumulators over 16 columns) was
+// no faster with the matrix in cache and slower streaming it from memory.
+constexpr int kAxpyColumns = 8;
+
+// The distance between the vectors' partial sums: an odd multiple of 16 floats (64 bytes),
+// so that up to 64 of them fall in different L1 sets. At a multiple of 4 KiB (4096 rows)
+// all R sums of a step shared one 8-way set: 12x4096x1024 ran at 12 GFLOP/s, not 36.
+int64_t gemv_sums_ld(int64_t rows) { return (rows + 15) / 16 * 16 | 16; }
+
+// Rows [r0, r1) for R vectors; xp holds X packed by column, xp[j * R + r] = X(j, r), and
+// Y(i, r) = y[i * incy + r * ldy].
+template <typename V, int R>
 GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
-                         int64_t cs, const float* x, int64_t incx, float beta, float* y,
-                         int64_t incy) {
-  constexpr int kVecs = kChunk / 16;
-  int64_t i = r0;
-  for (; i + kChunk <= r1; i += kChunk) {
-    v16 acc[kVecs] = {};
-    for (int64_t j = 0; j < cols; ++j) {
-      const float* col = m + j * cs + i;
-      const float xj = x[j * incx];
-      for (int v = 0; v < kVecs; ++v) acc[v] += load16(col + 16 * v) * xj;
+                         int64_t cs, const float* xp, float beta, float* y, int64_t incy,
+                         int64_t ldy, float* sums) {
+  constexpr int64_t kLanes = lanes<V>();
+  constexpr int kCols = kAxpyColumns;
+  const int64_t rows = r1 - r0, vec_rows = rows / kLanes * kLanes, ld = gemv_sums_ld(rows);
+  std::fill(sums, sums + R * ld, 0.0f);
+  int64_t j = 0;
+  for (; j + kCols <= cols; j += kCols) {
+    const float* col[kCols];
+    float xs[R][kCols];
+#pragma GCC unroll 8
+    for (int c = 0; c < kCols; ++c) {
+      col[c] = m + (j + c) * cs + r0;
+      for (int r = 0; r < R; ++r) xs[r][c] = xp[(j + c) * R + r];
     }
-    alignas(64) float out[kChunk];
-    for (int v = 0; v < kVecs; ++v) store16(out + 16 * v, acc[v]);
-    for (int t = 0; t < kChunk; ++t) y[(i + t) * incy] = finish(alpha, out[t], beta, y[(i + t) * incy]);
+    for (int64_t i = 0; i < vec_rows; i += kLanes) {
+      V cv[kCols];
+#pragma GCC unroll 8
+      for (int c = 0; c < kCols; ++c) cv[c] = load_vec<V>(col[c] + i);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        V even = cv[0] * xs[r][0], odd = cv[1] * xs[r][1];  // two chains
+#pragma GCC unroll 8
+        for (int c = 2; c < kCols; c += 2) {
+          even += cv[c] * xs[r][c];
+          odd += cv[c + 1] * xs[r][c + 1];
+        }
+        float* s = sums + r * ld + i;
+        store_vec(s, load_vec<V>(s) + (even + odd));
+      }
+    }
+    for (int64_t i = vec_rows; i < rows; ++i)
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < kCols; ++c) sums[r * ld + i] += col[c][i] * xs[r][c];
   }
-  for (; i < r1; ++i) {
-    float s = 0.0f;
-    for (int64_t j = 0; j < cols; ++j) s += m[j * cs + i] * x[j * incx];
-    y[i * incy] = finish(alpha, s, beta, y[i * incy]);
+  for (; j < cols; ++j) {
+    const float* col = m + j * cs + r0;
+    for (int r = 0; r < R; ++r) {
+      const float xj = xp[j * R + r];
+      for (int64_t i = 0; i < rows; ++i) sums[r * ld + i] += col[i] * xj;
+    }
   }
+  for (int r = 0; r < R; ++r)
+    for (int64_t i = 0; i < rows; ++i) {
+      float& out = y[(r0 + i) * incy + r * ldy];
+      out = finish(alpha, sums[r * ld + i], beta, out);
+    }
 }
 
 // Any strides: plain loops.
@@ -114,26 +172,41 @@ void gemv_strided(int64_t r0, int64_t r1, int64_t cols, float alpha, const Matri
 
 using GemvDot = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t,
                          const float*, float, float*, int64_t);
-using GemvAxpy = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t,
-                          const float*, int64_t, float, float*, int64_t);
+using GemvAxpy = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                          const float*, float, float*, int64_t, int64_t, float*);
+
+// gemv_axpy for 1..kGemvMaxVectors vectors: a switch over the compile-time R.
+template <typename V, int R = 1>
+GK_INLINE void gemv_axpy_vectors(int64_t vectors, int64_t r0, int64_t r1, int64_t cols, float alpha,
+                                 const float* m, int64_t cs, const float* xp, float beta, float* y,
+                                 int64_t incy, int64_t ldy, float* sums) {
+  if constexpr (R < kGemvMaxVectors) {
+    if (vectors != R) {
+      gemv_axpy_vectors<V, R + 1>(vectors, r0, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);
+      return;
+    }
+  }
+  gemv_axpy<V, R>(r0, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);
+}
 
 // One instance of each loop per ISA; the always-inline bodies take the caller's target.
-#define GK_GEMV_VARIANT(suffix, target_attr, dot_unroll, chunk)                                        \
-  target_attr void gemv_dot_##suffix(int64_t r0, int64_t r1, int64_t cols, float alpha,    \
-                                     const float* m, int64_t rs, const float* x,           \
-                                     float beta, float* y, int64_t incy) {                 \
-    gemv_dot<dot_unroll>(r0, r1, cols, alpha, m, rs, x, beta, y, incy);                    \
-  }                                                                                        \
-  target_attr void gemv_axpy_##suffix(int64_t r0, int64_t r1, int64_t cols, float alpha,   \
-                                      const float* m, int64_t cs, const float* x,          \
-                                      int64_t incx, float beta, float* y, int64_t incy) {  \
-    gemv_axpy<chunk>(r0, r1, cols, alpha, m, cs, x, incx, beta, y, incy);                  \
+#define GK_GEMV_VARIANT(suffix, target_attr, vec)                                            \
+  target_attr void gemv_dot_##suffix(int64_t r0, int64_t r1, int64_t cols, float alpha,      \
+                                     const float* m, int64_t rs, const float* x, float beta, \
+                                     float* y, int64_t incy) {                               \
+    gemv_dot<vec>(r0, r1, cols, alpha, m, rs, x, beta, y, incy);                             \
+  }                                                                                          \
+  target_attr void gemv_axpy_##suffix(int64_t vectors, int64_t r0, int64_t r1, int64_t cols, \
+                                      float alpha, const float* m, int64_t cs,               \
+                                      const float* xp, float beta, float* y, int64_t incy,   \
+                                      int64_t ldy, float* sums) {                            \
+    gemv_axpy_vectors<vec>(vectors, r0, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums); \
   }
 
-GK_GEMV_VARIANT(portable, , 1, 32)
+GK_GEMV_VARIANT(portable, , v4)
 #if defined(__x86_64__)
-GK_GEMV_VARIANT(avx2, __attribute__((target("avx2,fma"))), 1, 64)
-GK_GEMV_VARIANT(avx512, __attribute__((target("avx512f,avx2,fma"))), 2, 128)
+GK_GEMV_VARIANT(avx2, __attribute__((target("avx2,fma"))), v8)
+GK_GEMV_VARIANT(avx512, __attribute__((target("avx512f,avx2,fma"))), v16)
 #endif
 
 struct GemvImpl {
@@ -153,33 +226,57 @@ GemvImpl gemv_impl() {
 
 }  // namespace
 
-void gemv(int64_t rows, int64_t cols, float alpha, const MatrixView& mat, const float* x,
-          int64_t incx, float beta, float* y, int64_t incy, int threads) {
+bool gemv_serves(int64_t rows, int64_t cols, const MatrixView& mat, int64_t vectors) {
+  if (vectors == 1) return true;
+  // Several vectors stream the matrix's columns down their rows: the columns must be
+  // contiguous and long enough for whole vector steps (6x6x100000 would run on scalars).
+  constexpr int64_t kMinRows = 64;
+  if (vectors > kGemvMaxVectors || mat.rs != 1 || mat.cs == 1 || rows < kMinRows) return false;
+  // While the matrix fits L2 the packed path's kernels run from cache at a higher rate;
+  // past it, they wait on packing it from L3 or memory. Median GFLOP/s, 1 thread, calls
+  // back to back, packed / streamed: R x N x K = 4x362x362 (511 KiB) 41 / 32, 4x512x512
+  // 28 / 53, 3x256x256 44 / 35, 3x400x400 34 / 43, 16x724x724 66 / 54, 16x1024x1024
+  // 47 / 53, 12x886x886 44 / 48; from memory (4096^2) the streamed path runs 1.5-3x faster.
+  // Each vector adds compute the packed path does at the kernel's rate: the threshold
+  // grows with R past 4.
+  const int64_t l2 = cpu().l2_bytes > 0 ? cpu().l2_bytes : int64_t{512} << 10;
+  return rows * cols * static_cast<int64_t>(sizeof(float)) > l2 * std::max<int64_t>(1, vectors / 4);
+}
+
+void gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
+          const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads) {
   const GemvImpl impl = gemv_impl();
-  const bool dot_form = mat.cs == 1 && mat.rs != 1;
+  const bool dot_form = vectors == 1 && mat.cs == 1 && mat.rs != 1;
   const bool axpy_form = mat.rs == 1;
-  // The dot form needs x contiguous; a strided x is gathered once (cols floats).
-  std::vector<float> x_copy;
-  if (dot_form && incx != 1) {
-    x_copy.resize(static_cast<size_t>(cols));
-    for (int64_t j = 0; j < cols; ++j) x_copy[j] = x[j * incx];
-    x = x_copy.data();
-    incx = 1;
+  // The dot form needs x contiguous, the axpy form X packed by column (xp[j * vectors + r]):
+  // either is gathered once here when it is not already so (cols x vectors floats).
+  const float* xp = x.p;
+  int64_t incx = x.rs;
+  const bool gather = (dot_form && incx != 1) || (axpy_form && !(x.rs == vectors && (x.cs == 1 || vectors == 1)));
+  if (gather) {
+    float* packed = scratch(ScratchSlot::PackedA, cols * vectors);
+    if (!packed) out_of_memory("the matrix-vector operand", cols * vectors);
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t r = 0; r < vectors; ++r) packed[j * vectors + r] = x.at(j, r);
+    xp = packed;
+    incx = vectors;
   }
   if (threads > 1) note_parallel_region();
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-    // Split rows in multiples of 128 so every thread runs whole register chunks.
+    // Split rows in multiples of 128 so every thread runs whole vector steps.
     const int64_t units = (rows + 127) / 128;
     const int64_t r0 = std::min(rows, units * tid / nt * 128);
     const int64_t r1 = std::min(rows, units * (tid + 1) / nt * 128);
     if (dot_form) {
-      impl.dot(r0, r1, cols, alpha, mat.p, mat.rs, x, beta, y, incy);
+      impl.dot(r0, r1, cols, alpha, mat.p, mat.rs, xp, beta, y, incy);
     } else if (axpy_form) {
-      impl.axpy(r0, r1, cols, alpha, mat.p, mat.cs, x, incx, beta, y, incy);
+      float* sums = scratch(ScratchSlot::Edge, vectors * gemv_sums_ld(r1 - r0));
+      if (!sums) out_of_memory("the matrix-vector sums", vectors * gemv_sums_ld(r1 - r0));
+      impl.axpy(vectors, r0, r1, cols, alpha, mat.p, mat.cs, xp, beta, y, incy, ldy, sums);
     } else {
-      gemv_strided(r0, r1, cols, alpha, mat, x, incx, beta, y, incy);
+      gemv_strided(r0, r1, cols, alpha, mat, xp, incx, beta, y, incy);
     }
   }
 }

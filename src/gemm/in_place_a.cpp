@@ -27,11 +27,6 @@ namespace {
 // Rows per thread share: a multiple of every pointwise MR (kernels require MR | 12).
 constexpr int64_t kRowUnit = 12;
 
-[[noreturn]] void out_of_memory() {
-  std::fprintf(stderr, "gemmkit: cannot allocate the in-place-A buffers\n");
-  std::abort();
-}
-
 // Rows [r0, r1) of C = alpha * C' + beta * C (C' as the kernels stored it).
 void store_c(const GemmProblem& p, const float* staged, int64_t m_pad, int64_t r0, int64_t r1) {
   for (int64_t i = r0; i < r1; ++i) {
@@ -68,14 +63,14 @@ void gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConf
   const int64_t width = round_up(p.n, 8), m_pad = round_up(p.m, kRowUnit);
   const int64_t kc_max = std::min(cfg.kc, p.k), mc = std::max(kRowUnit, cfg.mc / kRowUnit * kRowUnit);
   float* staged = scratch(ScratchSlot::Edge, width * m_pad);
-  if (!staged) out_of_memory();
+  if (!staged) out_of_memory("the staged C of the in-place-A path", width * m_pad);
   threads = static_cast<int>(std::min<int64_t>(threads, ceil_div(p.m, kRowUnit)));
   if (threads > 1) note_parallel_region();
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     const Range rows = share(ceil_div(p.m, kRowUnit), omp_get_thread_num(), omp_get_num_threads(), kRowUnit, p.m);
     float* b_block = scratch(ScratchSlot::PackedB, round_up(kc_max, 8) * width);  // blocks may round up to 8
-    if (!b_block) out_of_memory();
+    if (!b_block) out_of_memory("the packed B of the in-place-A path", round_up(kc_max, 8) * width);
     if (rows.begin < rows.end) {
       for_each_balanced_block(p.k, cfg.kc, 8, [&](int64_t pc, int64_t kc) {
         for (const PointwisePanel& q : panels)

@@ -14,15 +14,16 @@ void sgemm_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const MatrixV
     return;
   }
   const double flops = 2.0 * m * n * k;
-  // GEMV is memory-bound: a second core's share of L3 bandwidth pays off from about
-  // 128K matrix elements (1000x512 runs 1.4x faster on 2 threads), 1/16 of the GEMM
-  // threshold in flops.
-  if (n == 1) {
-    gemv(m, k, alpha, a, b.p, b.rs, beta, c, rs_c, threads_for(16 * flops));
+  // A matrix times one vector, or a few whose matrix has contiguous columns, is
+  // memory-bound: the matrix is streamed once. A second core's share of L3 bandwidth pays
+  // off from about 128K matrix elements (1000x512 runs 1.4x faster on 2 threads), 1/16 of
+  // the GEMM threshold in flops.
+  if (gemv_serves(m, k, a, n) && (n == 1 || m > n)) {  // C's columns: A times columns of B
+    gemv(m, k, n, alpha, a, b, beta, c, rs_c, 1, threads_for(32.0 * m * k));
     return;
   }
-  if (m == 1) {
-    gemv(n, k, alpha, b.transposed(), a.p, a.cs, beta, c, 1, threads_for(16 * flops));
+  if (gemv_serves(n, k, b.transposed(), m)) {  // C's rows: B^T times rows of A
+    gemv(n, k, m, alpha, b.transposed(), a.transposed(), beta, c, 1, rs_c, threads_for(32.0 * n * k));
     return;
   }
   const KernelConfig& cfg = active_config();

@@ -32,10 +32,7 @@ void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
     if (copied(c)) packed_floats += p.k * c.width;
   float* b_packed = scratch(ScratchSlot::Edge, packed_floats);
   float* a_panel = scratch(ScratchSlot::PackedA, mr * p.k);
-  if ((packed_floats && !b_packed) || !a_panel) {
-    std::fprintf(stderr, "gemmkit: out of memory in the small-matrix path\n");
-    std::abort();
-  }
+  if ((packed_floats && !b_packed) || !a_panel) out_of_memory("the small-matrix path", packed_floats + mr * p.k);
   const PlainA a_source(a);
   const PlainB b_source(b);
   int64_t at = 0;
