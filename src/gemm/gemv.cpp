@@ -107,8 +107,27 @@ constexpr int kAxpyColumns = 8;
 // all R sums of a step shared one 8-way set: 12x4096x1024 ran at 12 GFLOP/s, not 36.
 int64_t gemv_sums_ld(int64_t rows) { return (rows + 15) / 16 * 16 | 16; }
 
+// Y(i.., r) from the accumulated products of a vector of rows: alpha * acc + beta * y,
+// y not read when beta == 0.
+template <typename V>
+GK_INLINE void finish_vec(float alpha, const V& acc, float beta, float* y, int64_t incy) {
+  if (incy == 1) {
+    V out = acc * alpha;
+    if (beta != 0.0f) out += load_vec<V>(y) * beta;
+    store_vec(y, out);
+  } else {
+    for (int l = 0; l < lanes<V>(); ++l) y[l * incy] = finish(alpha, acc[l], beta, y[l * incy]);
+  }
+}
+
+// Up to this many columns, the sums buffer is skipped: each vector of rows takes all the
+// columns at once and is written out (a GEMM with K = 6 is a few short streams, and three
+// passes over R x rows floats of partial sums cost more than the products).
+constexpr int64_t kAxpyDirectColumns = 16;
+
 // Rows [r0, r1) for R vectors; xp holds X packed by column, xp[j * R + r] = X(j, r), and
-// Y(i, r) = y[i * incy + r * ldy].
+// Y(i, r) = y[i * incy + r * ldy]. Whole blocks of kAxpyColumns go through `sums`; the
+// last pass adds the remaining columns and writes Y.
 template <typename V, int R>
 GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                          int64_t cs, const float* xp, float beta, float* y, int64_t incy,
@@ -116,14 +135,15 @@ GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, cons
   constexpr int64_t kLanes = lanes<V>();
   constexpr int kCols = kAxpyColumns;
   const int64_t rows = r1 - r0, vec_rows = rows / kLanes * kLanes, ld = gemv_sums_ld(rows);
-  std::fill(sums, sums + R * ld, 0.0f);
-  int64_t j = 0;
-  for (; j + kCols <= cols; j += kCols) {
+  const int64_t blocked = cols > kAxpyDirectColumns ? cols / kCols * kCols : 0;
+  m += r0;
+  if (blocked) std::fill(sums, sums + R * ld, 0.0f);
+  for (int64_t j = 0; j < blocked; j += kCols) {
     const float* col[kCols];
     float xs[R][kCols];
 #pragma GCC unroll 8
     for (int c = 0; c < kCols; ++c) {
-      col[c] = m + (j + c) * cs + r0;
+      col[c] = m + (j + c) * cs;
       for (int r = 0; r < R; ++r) xs[r][c] = xp[(j + c) * R + r];
     }
     for (int64_t i = 0; i < vec_rows; i += kLanes) {
@@ -146,17 +166,25 @@ GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, cons
       for (int r = 0; r < R; ++r)
         for (int c = 0; c < kCols; ++c) sums[r * ld + i] += col[c][i] * xs[r][c];
   }
-  for (; j < cols; ++j) {
-    const float* col = m + j * cs + r0;
-    for (int r = 0; r < R; ++r) {
-      const float xj = xp[j * R + r];
-      for (int64_t i = 0; i < rows; ++i) sums[r * ld + i] += col[i] * xj;
+  float* y0 = y + r0 * incy;
+  for (int64_t i = 0; i < vec_rows; i += kLanes) {
+    V acc[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r] = blocked ? load_vec<V>(sums + r * ld + i) : V{};
+    for (int64_t c = blocked; c < cols; ++c) {
+      const V v = load_vec<V>(m + c * cs + i);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r] += v * xp[c * R + r];
     }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) finish_vec(alpha, acc[r], beta, y0 + i * incy + r * ldy, incy);
   }
-  for (int r = 0; r < R; ++r)
-    for (int64_t i = 0; i < rows; ++i) {
-      float& out = y[(r0 + i) * incy + r * ldy];
-      out = finish(alpha, sums[r * ld + i], beta, out);
+  for (int64_t i = vec_rows; i < rows; ++i)
+    for (int r = 0; r < R; ++r) {
+      float acc = blocked ? sums[r * ld + i] : 0.0f;
+      for (int64_t c = blocked; c < cols; ++c) acc += m[c * cs + i] * xp[c * R + r];
+      float& out = y0[i * incy + r * ldy];
+      out = finish(alpha, acc, beta, out);
     }
 }
 

@@ -55,6 +55,18 @@ GK_INLINE void copy_floats(const float* s, float* d) {
   for (; j < n; ++j) d[j] = s[j];
 }
 
+// The first n < width floats of a row, then zeros to the panel width. A libc memcpy call
+// per k step of a narrow edge panel took most of 6x6x100000's time.
+GK_INLINE void copy_floats_padded(const float* s, float* d, int64_t n, int width) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) store8(d + j, load8(s + j));
+  for (; j + 4 <= n; j += 4) store4(d + j, load4(s + j));
+#pragma GCC unroll 4
+  for (int q = 0; q < 3; ++q)  // the last n % 4; fixed trip count, so no libc call
+    if (j + q < n) d[j + q] = s[j + q];
+  for (j = n; j < width; ++j) d[j] = 0.0f;
+}
+
 // dst[p * width + t] = src[t * s_t + p * s_p] for t < count, zero for count <= t < width.
 // `s_t == 1`: each k step copies `count` contiguous floats; `count` may then exceed
 //             `width`: panel q of the sources [q * width, (q + 1) * width) goes to dst + q *
@@ -79,8 +91,7 @@ GK_INLINE void pack_panel_impl(const float* src, int64_t s_t, int64_t s_p, int64
           if (kWidth > 0 && n == kWidth) {
             copy_floats<kWidth>(s, d);
           } else {
-            std::memcpy(d, s, sizeof(float) * static_cast<size_t>(n));
-            for (int64_t j = n; j < width; ++j) d[j] = 0.0f;
+            copy_floats_padded(s, d, n, width);
           }
         }
       }
@@ -97,9 +108,22 @@ GK_INLINE void pack_panel_impl(const float* src, int64_t s_t, int64_t s_p, int64
         transpose_4x8(load8(r), load8(r + s_t), load8(r + 2 * s_t), load8(r + 3 * s_t), g);
         store_transposed<kWidth>(g, d + t, width);
       }
-      for (int64_t t = t4; t < count; ++t)
+      int64_t done = t4;  // sources (and zero padding) written so far
+      if (t4 < count && t4 + 4 <= width) {
+        // The last 1-3 sources transposed with zero rows: the partial panel of every M
+        // that is not a multiple of MR packed element by element before.
+        const float* r = src + t4 * s_t + p;
+        const int64_t left = count - t4;
+        const v8 zero = {};
+        v8 g[4];
+        transpose_4x8(load8(r), left > 1 ? load8(r + s_t) : zero, left > 2 ? load8(r + 2 * s_t) : zero,
+                      zero, g);
+        store_transposed<kWidth>(g, d + t4, width);
+        done = t4 + 4;
+      }
+      for (int64_t t = done; t < count; ++t)
         for (int q = 0; q < 8; ++q) d[q * width + t] = src[t * s_t + p + q];
-      for (int64_t t = count; t < width; ++t)
+      for (int64_t t = std::max(count, done); t < width; ++t)
         for (int q = 0; q < 8; ++q) d[q * width + t] = 0.0f;
     }
     for (int64_t p = p8; p < kc; ++p) {
