@@ -51,9 +51,14 @@ bool in_place_a_serves(const KernelConfig& cfg, const GemmProblem& p, const Matr
   // -> 74; past that no gain (1024^3 81 both, 512^3 81 -> 77, 2048^3 86 -> 73: packing is
   // a small share there, and C' outgrows L2). Packing A costs a share of about 1/N, C'
   // (written, and read back per K block and at the end) about 1/K: K at least 2N, and C'
-  // within 1 MiB (4000x250x300, 4 MiB of C' for one K block, ran 71 -> 51).
+  // within 1 MiB (4000x250x300, 4 MiB of C' for one K block, ran 71 -> 51). K from 128,
+  // or from 32 with at most 8 columns, where the packed path's kernel tile is mostly
+  // padding: 10000x2x100 5.7 -> 10.4, 10000x4x100 10.7 -> 19.0, 5000x6x32 11.0 -> 15.4,
+  // 10000x8x64 23 -> 26; with 16 or 24 columns and K ~ 100 packing A pays (35 -> 31,
+  // 43 -> 38).
+  const int64_t min_k = p.n <= 8 ? 32 : 128;
   const int64_t staged = round_up(p.m, kRowUnit) * round_up(p.n, 8);
-  return p.n <= kInPlaceAMaxColumns && p.k >= std::max<int64_t>(128, 2 * p.n) && p.m >= kRowUnit &&
+  return p.n <= kInPlaceAMaxColumns && p.k >= std::max<int64_t>(min_k, 2 * p.n) && p.m >= kRowUnit &&
          staged <= (int64_t{1} << 18);
 }
 
