@@ -138,6 +138,7 @@ TEST_F(FastRun, TiesAndNearTiesKeepTheHeuristicChoice) {
 TEST_F(FastRun, BudgetStopsProfilingAndSlowCandidatesAreCutEarly) {
   const gk_conv_desc d = layer();
   const std::vector<std::string> names = candidate_names(d);
+  ASSERT_GE(names.size(), 3u);
   FakeClock clock;
   clock.durations[names[0]] = 0.2;  // warm-up + 3 runs = 0.6 s, over the 0.25 s budget
   clock.durations[names[1]] = 1e-6;
@@ -148,11 +149,13 @@ TEST_F(FastRun, BudgetStopsProfilingAndSlowCandidatesAreCutEarly) {
 
   gk::conv::clear_cache();
   FakeClock cut;
-  cut.durations[names[1]] = 5e-3;  // 5x the best (1 ms): one timed run, then cut
+  cut.durations[names[1]] = 2e-3;  // 2x the best (1 ms): one timed run, then cut
+  cut.durations[names[2]] = 5e-3;  // over 3x: cut after its warm-up
   cut.install();
   EXPECT_EQ(plan_name(d, GK_CONV_ALGO_FASTRUN), names[0]);
   EXPECT_EQ(cut.calls[names[0]], 4);
   EXPECT_EQ(cut.calls[names[1]], 2);  // warm-up and one timed run
+  EXPECT_EQ(cut.calls[names[2]], 1);  // warm-up only
 }
 
 // A candidate much shorter than a timed sample (1 ms) is timed over batches of runs:

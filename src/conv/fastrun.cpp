@@ -43,6 +43,7 @@ constexpr size_t kMaxToken = 512;
 constexpr long kMaxFileBytes = 16L << 20;
 constexpr double kSwitchMargin = 0.95;  // a new best must be at least 5% faster
 constexpr double kSampleSeconds = 1e-3;  // a timed sample batches runs up to about this
+constexpr double kWarmupCutFactor = 3.0;  // a warm-up this many times the best ends a candidate
 
 bool valid_token(const std::string& t) {
   if (t.empty() || t.size() > kMaxToken) return false;
@@ -254,11 +255,21 @@ Choice profile_and_choose(const Shape& s, const std::vector<Candidate>& cands, c
     if (!p) continue;
     const double warm_start = now();
     run(cands[i], *p);  // warm-up: caches, page faults, the thread pool
+    const double warm = now() - warm_start;
+    // A warm-up far slower than the best so far ends the candidate there: its timed
+    // samples would only confirm it (the direct algorithm on ResNet-50's 1x1 stride-2
+    // layers runs 130x slower than the GEMM; its samples took 0.36 s a layer).
+    if (best.prepared && warm > kWarmupCutFactor * best_time) {
+      char line[160];
+      std::snprintf(line, sizeof line, "; %s cut after a %.3f ms warm-up", cands[i].name.c_str(), warm * 1e3);
+      report += line;
+      continue;
+    }
     // A sample is a batch of runs lasting about kSampleSeconds: one run of a 20-100 us
     // layer is at the mercy of a single interruption (it made FASTRUN pick worse than AUTO
     // on MobileNetV2 at 2 threads).
     // (+ 0.999: a ceiling that tolerates rounding in the clock, 10.0000001 runs is 10.)
-    const int reps = int(std::clamp(kSampleSeconds / std::max(now() - warm_start, 1e-9) + 0.999, 1.0, 32.0));
+    const int reps = int(std::clamp(kSampleSeconds / std::max(warm, 1e-9) + 0.999, 1.0, 32.0));
     const double t = time_samples(cands[i], *p, reps, best.prepared ? 1.5 * best_time : 0);
     char line[160];
     std::snprintf(line, sizeof line, "; %s %.3f ms", cands[i].name.c_str(), t * 1e3);
