@@ -1,9 +1,10 @@
 // Matrix-vector path for GEMMs with one output row or column (a fully connected layer at
-// batch 1 is 1000x1x512). Memory-bound, so the work is to stream the matrix once at full
-// width. Two shapes of loop, by which dimension of the matrix is contiguous:
+// batch 1 is 1000x1x512), or a few against a large matrix. Memory-bound, so the work is to
+// stream the matrix once at full width. Two shapes of loop, by which dimension of the
+// matrix is contiguous:
 //   dot form  (rows contiguous):    y[i] = <M[i, :], x>, four rows per pass;
-//   axpy form (columns contiguous): y[chunk] += x[j] * M[chunk, j], a chunk of y kept in
-//                                   registers while every column streams by.
+//   axpy form (columns contiguous): Y[:, r] += M[:, j] X[j, r], columns streamed down
+//                                   their rows, each loaded vector serving all R vectors.
 // The loops are written once with GCC vector types and compiled per ISA (AVX-512,
 // AVX2+FMA, baseline SSE2 / NEON); the variant follows the active micro-kernel so that
 // GEMMKIT_KERNEL also selects the GEMV code under test.
@@ -14,7 +15,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "common/runtime.h"
 #include "gemm/gemm.h"
@@ -95,11 +95,11 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
 // in registers across all columns instead read each column in 256-byte pieces a column
 // stride apart, a new page per piece (4000x4000 ran at half OpenBLAS's speed); here every
 // column is one sequential stream, and 8 of them still fit an L1 set's 8 ways when the
-// column stride is a multiple of 4 KiB (16 ran 4x4096x4096 at 23 GFLOP/s instead of 29).
-// With R > 1 (a GEMM with a few rows or columns) the matrix is still read once, where the
-// packed path reads B in short runs per micro-panel: 4x4096x4096 ran at 9-12 GFLOP/s
-// that way. A register-tiled version (R x 16 rows of accumulators over 16 columns) was
-// no faster with the matrix in cache and slower streaming it from memory.
+// column stride is a multiple of 4 KiB. With R > 1 (a GEMM with a few rows or columns)
+// the matrix is still read once, where the packed path reads B in short runs per
+// micro-panel: 4x4096x4096 ran at 9-12 GFLOP/s that way, 29 here. A register-tiled
+// version (R x 16 rows of accumulators over blocks of 16 columns) was no faster with the
+// matrix in cache and slower streaming it from memory (23 GFLOP/s).
 constexpr int kAxpyColumns = 8;
 
 // The distance between the vectors' partial sums: an odd multiple of 16 floats (64 bytes),
