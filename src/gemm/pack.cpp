@@ -76,6 +76,22 @@ GK_INLINE void copy_floats_padded(const float* s, float* d, int64_t n, int width
   zero_floats(d, n, width);
 }
 
+// The same for a row that may be read past n up to the next multiple of 8 (the matrix
+// continues: later rows of this packing follow): whole vectors, the lanes past n masked
+// off. The edge panel of a small GEMM (17 of 24 columns) was copied float by float and
+// branch by branch, a third of a 13x17x19 GEMM's time. Same-process alternation, median
+// GFLOP/s, ratio with / without: 13x17x19 1.09, 20^3 1.12, 7x300x300 1.12, 100x7x100
+// 1.21, 6x6x100000 1.70, 64x3136x576 1.01.
+GK_INLINE void copy_floats_overread(const float* s, float* d, int64_t n, int width, const v8i& tail) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) store8(d + j, load8(s + j));
+  if (j < n) {
+    store8(d + j, reinterpret_cast<v8>(reinterpret_cast<v8i>(load8(s + j)) & tail));
+    j += 8;
+  }
+  zero_floats(d, j, width);
+}
+
 // dst[p * width + t] = src[t * s_t + p * s_p] for t < count, zero for count <= t < width.
 // `s_t == 1`: each k step copies `count` contiguous floats; `count` may then exceed
 //             `width`: panel q of the sources [q * width, (q + 1) * width) goes to dst + q *
@@ -90,6 +106,15 @@ GK_INLINE void pack_panel_impl(const float* src, int64_t s_t, int64_t s_p, int64
     // kSteps k steps at a time across all the panels: their source rows (kSteps runs of
     // `count` floats) stay in L1 while each panel gets kSteps * width contiguous floats.
     constexpr int64_t kSteps = 16;
+    // An edge run of n floats may be read as whole vectors when the padded vector stays
+    // inside the panel's row (width) and inside the matrix: the rows after p in this
+    // packing hold at least the 7 floats it reads past the run.
+    auto overread_ok = [&](int64_t p) { return width % 8 == 0 && (kc - 1 - p) * s_p >= 7; };
+    auto tail_mask = [](int64_t n) {
+      v8i m;
+      for (int l = 0; l < 8; ++l) m[l] = l < n % 8 ? -1 : 0;
+      return m;
+    };
     for (int64_t p0 = 0; p0 < kc; p0 += kSteps) {
       const int64_t p1 = std::min(kc, p0 + kSteps);
       for (int64_t t = 0; t < count; t += width) {
@@ -99,6 +124,8 @@ GK_INLINE void pack_panel_impl(const float* src, int64_t s_t, int64_t s_p, int64
           const float* s = src + p * s_p + t;
           if (kWidth > 0 && n == kWidth) {
             copy_floats<kWidth>(s, d);
+          } else if (overread_ok(p)) {
+            copy_floats_overread(s, d, n, width, tail_mask(n));
           } else {
             copy_floats_padded(s, d, n, width);
           }
