@@ -119,13 +119,14 @@ GK_INLINE void pack_panel_impl(const float* src, int64_t s_t, int64_t s_p, int64
       const int64_t p1 = std::min(kc, p0 + kSteps);
       for (int64_t t = 0; t < count; t += width) {
         const int64_t n = std::min<int64_t>(width, count - t);
+        const v8i tail = tail_mask(n);  // once per panel, not per k step
         float* d = dst + t * kc + p0 * width;  // panel t / width, k step p0
         for (int64_t p = p0; p < p1; ++p, d += width) {
           const float* s = src + p * s_p + t;
           if (kWidth > 0 && n == kWidth) {
             copy_floats<kWidth>(s, d);
           } else if (overread_ok(p)) {
-            copy_floats_overread(s, d, n, width, tail_mask(n));
+            copy_floats_overread(s, d, n, width, tail);
           } else {
             copy_floats_padded(s, d, n, width);
           }
