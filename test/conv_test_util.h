@@ -14,9 +14,6 @@
 #include <random>
 #include <vector>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include "gemm_test_util.h"
 #include "gemmkit.h"
 #include "../perf/networks.h"
@@ -77,39 +74,6 @@ inline double reference_output(const ConvCase& c, int64_t n, int64_t oc, int64_t
   *magnitude = mag;
   return acc;
 }
-
-// `count` floats that end where a PROT_NONE page begins: a read past them faults, in the
-// assembly kernels too (which the sanitizers do not see). A kernel may read a tile's worth
-// of extra pixels past a row; past the input it must not.
-class GuardedFloats {
- public:
-  explicit GuardedFloats(size_t count) : count_(count) {
-    const size_t page = size_t(sysconf(_SC_PAGESIZE));
-    bytes_ = (count * sizeof(float) + page - 1) / page * page + page;
-    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) {
-      ADD_FAILURE() << "mmap of " << bytes_ << " bytes failed";
-      base = nullptr;
-      bytes_ = 0;
-      return;
-    }
-    base_ = static_cast<char*>(base);
-    EXPECT_EQ(mprotect(base_ + bytes_ - page, page, PROT_NONE), 0);
-    data_ = reinterpret_cast<float*>(base_ + bytes_ - page) - count;
-  }
-  ~GuardedFloats() {
-    if (base_) munmap(base_, bytes_);
-  }
-  GuardedFloats(const GuardedFloats&) = delete;
-  GuardedFloats& operator=(const GuardedFloats&) = delete;
-  float* data() { return data_; }
-  size_t size() const { return count_; }
-
- private:
-  size_t count_, bytes_ = 0;
-  char* base_ = nullptr;
-  float* data_ = nullptr;
-};
 
 // Runs `run` (input and output in the case's layout; the input NCHW with
 // GK_CONV_FLAG_NCHW_INPUT) and checks every output (or

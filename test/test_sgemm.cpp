@@ -282,6 +282,71 @@ TEST(Driver, SmallPathMatchesPackedPath) {
   });
 }
 
+// The small problems of prefers_small_path() through cblas_sgemm, each kernel forced: on
+// x86-64 the AVX2 kernels take the unpacked tiny path (src/gemm/tiny.cpp), whose blocks
+// are 1-4 rows x 1-3 vectors, the last vector masked, with a second accumulator set when a
+// block is one vector wide. Every row remainder, column counts around each vector and the
+// 24 / 16 + 16 split, odd and even K; layouts, transposes (a transposed B is gathered
+// first), alpha, beta and padded leading dimensions by turns.
+TEST(Sgemm, TinyPathEveryBlockEdge) {
+  const bool q = gktest::quick();
+  const std::vector<int64_t> rows = q ? std::vector<int64_t>{1, 3, 4, 5, 7} : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
+  const std::vector<int64_t> cols = q ? std::vector<int64_t>{1, 7, 9, 17, 25, 33}
+                                      : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 41, 48, 49};
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+#if defined(__x86_64__)
+    EXPECT_EQ(gk::tiny_serves(gk::active_config()), ker.simd != gk::SimdLevel::Baseline);
+#else
+    (void)ker;
+    EXPECT_FALSE(gk::tiny_serves(gk::active_config()));
+#endif
+    gk_set_num_threads(1);
+    int index = 0;
+    for (int64_t m : rows)
+      for (int64_t n : cols)
+        for (int64_t k : {1, 2, 3, 8, 17}) {
+          const int pick = index++;
+          const Case c{m, n, k, pick % 2 == 0, pick / 2 % 2 == 1, pick / 4 % 2 == 1, kAlphas[1 + pick % 2],
+                       kBetas[pick / 3 % 3], int64_t(pick % 5 == 0 ? 3 : 0)};
+          ASSERT_TRUE(gk::prefers_small_path(c.m, c.n, c.k));
+          ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 7 == 0));
+        }
+  });
+  gk_set_num_threads(0);
+}
+
+// The tiny path loads B's rows and C's through a lane mask: nothing past an operand is
+// read or written. Each operand ends where a PROT_NONE page begins, so a stray access
+// faults (the sanitizers do not see masked vector loads).
+TEST(Sgemm, TinyPathStaysInsideItsOperands) {
+  gk_set_num_threads(1);
+  const int64_t m = 5, k = 7;
+  for (int64_t n : {1, 5, 13, 17, 30})
+    for (bool tb : {false, true})
+      for (float beta : {0.0f, 0.5f}) {
+        SCOPED_TRACE("n=" + std::to_string(n) + (tb ? " B^T" : "") + " beta=" + std::to_string(beta));
+        gktest::GuardedFloats a(size_t(m * k)), b(size_t(k * n)), c(size_t(m * n));
+        if (!a.data() || !b.data() || !c.data()) return;
+        const std::vector<float> av = gktest::random_vector(a.size(), 11), bv = gktest::random_vector(b.size(), 12);
+        std::copy(av.begin(), av.end(), a.data());
+        std::copy(bv.begin(), bv.end(), b.data());
+        std::fill(c.data(), c.data() + c.size(), beta == 0.0f ? gktest::kNaN : 2.0f);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), 1.0f,
+                    a.data(), int(k), b.data(), int(tb ? k : n), beta, c.data(), int(n));
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double exact = beta * 2.0, magnitude = std::fabs(exact);
+            for (int64_t p = 0; p < k; ++p) {
+              const double prod = double(av[size_t(i * k + p)]) * bv[size_t(tb ? j * k + p : p * n + j)];
+              exact += prod;
+              magnitude += std::fabs(prod);
+            }
+            ASSERT_NEAR(c.data()[i * n + j], exact, (k + 4) * FLT_EPSILON * magnitude) << "C(" << i << "," << j << ")";
+          }
+      }
+  gk_set_num_threads(0);
+}
+
 // Quick returns and alpha == 0: A and B are never read (NULL is fine), C scaled by beta.
 TEST(Sgemm, QuickReturnsAndAlphaZeroDoNotReadAB) {
   std::vector<float> c(12, 3.0f);

@@ -222,6 +222,13 @@ void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
 // Whether a problem of this size takes the no-pack path.
 bool prefers_small_path(int64_t m, int64_t n, int64_t k);
 
+// The small problems of prefers_small_path() without packing (src/gemm/tiny.cpp): C =
+// alpha * A B + beta * C straight from the operands, with kernels of AVX2 or wider on
+// x86-64; the no-pack path serves the others.
+bool tiny_serves(const KernelConfig& cfg);
+void gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
+               float beta, float* c, int64_t rs_c);
+
 // Matrix times a few vectors: Y(i, r) = alpha * sum_j M(i, j) X(j, r) + beta * Y(i, r) for
 // i < rows, j < cols, r < vectors, where X is a cols x vectors view and Y(i, r) is
 // y[i * incy + r * ldy]. A GEMM with one output column (or row) is one vector; with up to

@@ -1,5 +1,5 @@
 // The internal SGEMM on validated, row-stored arguments: reference-BLAS quick returns and
-// alpha == 0 handling, then the GEMV, no-pack, in-place-A or packed path.
+// alpha == 0 handling, then the GEMV, tiny, no-pack, in-place-A or packed path.
 #include "common/runtime.h"
 #include "gemm/gemm.h"
 
@@ -34,7 +34,11 @@ void sgemm_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const MatrixV
   p.a = &a_source, p.b = &b_source, p.c = c, p.rs_c = rs_c;
   const int threads = threads_for(flops);
   if (threads == 1 && prefers_small_path(m, n, k)) {
-    gemm_small(p, a, b, cfg);
+    if (tiny_serves(cfg)) {
+      gemm_tiny(m, n, k, alpha, a, b, beta, c, rs_c);
+    } else {
+      gemm_small(p, a, b, cfg);
+    }
   } else if (in_place_a_serves(cfg, p, a)) {
     gemm_in_place_a(p, a, cfg, threads);
   } else {

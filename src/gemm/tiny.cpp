@@ -1,0 +1,163 @@
+// Small GEMMs (those of prefers_small_path(), up to about 96^3 multiply-adds) with
+// nothing packed and nothing staged.
+//
+// On the no-pack path a 5x5x5 GEMM took 305 ns against OpenBLAS's 190, and 13x17x19 ran
+// at 0.6x: packing the A panel, copying the partial B panel, the local tile of every
+// partial C tile and the column-panel list cost more than the multiply-adds. Here each
+// block of up to 4 rows x 24 columns of C is computed straight from the operands: B's rows
+// read in place as up to three vectors (the last one masked, so nothing past the matrix is
+// read), A's elements broadcast from wherever its strides put them, and C stored through
+// the same mask (read only when beta != 0). Against the no-pack path, same process,
+// alternating, median GFLOP/s: 32^3 68.6 / 56.4, 48^3 58.9 / 53.5, 96^3 83.0 / 76.6,
+// 8x8x512 70.8 / 47.8, 256x16x64 51.2 / 38.8, 32^3 with A transposed 68.6 / 45.9; within
+// noise at 64x128x64 (75.5 / 78.0). From 128^3 on it falls behind (B's rows leave L1).
+// A B with strided columns (a transposed B) is first gathered into contiguous rows, once:
+// 20^3 NT 0.89x OpenBLAS before. x86-64 with AVX2 only: elsewhere the no-pack path serves.
+#include <algorithm>
+#include <cstdlib>
+
+#include "common/runtime.h"
+#include "gemm/gemm.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace gk {
+
+bool tiny_serves(const KernelConfig& cfg) {
+#if defined(__x86_64__)
+  return cfg.kernel->simd != SimdLevel::Baseline;
+#else
+  (void)cfg;
+  return false;
+#endif
+}
+
+#if defined(__x86_64__)
+namespace {
+
+#define GK_TINY_TARGET __attribute__((target("avx2,fma"), always_inline)) inline
+
+// Lanes [0, n) of a vector, n in 1..8.
+GK_TINY_TARGET __m256i lane_mask(int64_t n) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lanes);
+}
+
+// One k step into one accumulator set; a and b move to the next.
+template <int kRows, int kVectors>
+GK_TINY_TARGET void k_step(__m256 (&acc)[kRows][kVectors], const float*& a, int64_t rs_a, int64_t cs_a,
+                           const float*& b, int64_t rs_b, __m256i last) {
+  __m256 row[kVectors];
+  #pragma GCC unroll 4
+  for (int v = 0; v + 1 < kVectors; ++v) row[v] = _mm256_loadu_ps(b + 8 * v);
+  row[kVectors - 1] = _mm256_maskload_ps(b + 8 * (kVectors - 1), last);
+  #pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) {
+    const __m256 x = _mm256_broadcast_ss(a + r * rs_a);
+    #pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm256_fmadd_ps(x, row[v], acc[r][v]);
+  }
+  a += cs_a, b += rs_b;
+}
+
+// C[i0 .. i0 + kRows) x [j0 .. j0 + 8 * kVectors), the last vector's lanes limited by
+// `last`: alpha * A B + beta * C. (The loops over rows and vectors are unrolled so the
+// accumulators stay in registers; GCC -O2 left them on the stack.)
+template <int kRows, int kVectors>
+GK_TINY_TARGET void tiny_block(int64_t k, float alpha, const float* a, int64_t rs_a, int64_t cs_a,
+                               const float* b, int64_t rs_b, float beta, float* c, int64_t rs_c,
+                               __m256i last) {
+  // One vector per row would make each accumulator a chain of dependent FMAs, a k step
+  // per FMA latency: odd k steps go to a second set, added at the end.
+  constexpr int kSets = kVectors == 1 ? 2 : 1;
+  __m256 acc[kSets][kRows][kVectors];
+  #pragma GCC unroll 2
+  for (int s = 0; s < kSets; ++s)
+    #pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r)
+      #pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) acc[s][r][v] = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + kSets <= k; p += kSets) {
+    #pragma GCC unroll 2
+    for (int s = 0; s < kSets; ++s) k_step<kRows, kVectors>(acc[s], a, rs_a, cs_a, b, rs_b, last);
+  }
+  if (p < k) k_step<kRows, kVectors>(acc[0], a, rs_a, cs_a, b, rs_b, last);
+  if (kSets == 2) {
+    #pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) acc[0][r][0] = _mm256_add_ps(acc[0][r][0], acc[kSets - 1][r][0]);
+  }
+  const __m256 alpha_v = _mm256_set1_ps(alpha), beta_v = _mm256_set1_ps(beta);
+  #pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r, c += rs_c) {
+    #pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      __m256 out = _mm256_mul_ps(acc[0][r][v], alpha_v);
+      const bool whole = v + 1 < kVectors;
+      if (beta != 0.0f) {  // beta == 0: C is not read (it may hold NaN)
+        const __m256 old = whole ? _mm256_loadu_ps(c + 8 * v) : _mm256_maskload_ps(c + 8 * v, last);
+        out = _mm256_fmadd_ps(old, beta_v, out);
+      }
+      if (whole) {
+        _mm256_storeu_ps(c + 8 * v, out);
+      } else {
+        _mm256_maskstore_ps(c + 8 * v, last, out);
+      }
+    }
+  }
+}
+
+template <int kRows>
+__attribute__((target("avx2,fma"))) void tiny_rows(int64_t n, int64_t k, float alpha, const float* a,
+                                                   int64_t rs_a, int64_t cs_a, const float* b, int64_t rs_b,
+                                                   float beta, float* c, int64_t rs_c) {
+  // 3 vectors (12 accumulators at 4 rows) while more are left, but 16 + 16 rather than
+  // 24 + 8, as column_panels() does.
+  for (int64_t j = 0, cols; j < n; j += cols) {
+    const int64_t left = n - j;
+    cols = left > 24 && left <= 32 ? 16 : std::min<int64_t>(24, left);
+    const int64_t vectors = (cols + 7) / 8;
+    const __m256i last = lane_mask(cols - 8 * (vectors - 1));
+    if (vectors == 3) {
+      tiny_block<kRows, 3>(k, alpha, a, rs_a, cs_a, b + j, rs_b, beta, c + j, rs_c, last);
+    } else if (vectors == 2) {
+      tiny_block<kRows, 2>(k, alpha, a, rs_a, cs_a, b + j, rs_b, beta, c + j, rs_c, last);
+    } else {
+      tiny_block<kRows, 1>(k, alpha, a, rs_a, cs_a, b + j, rs_b, beta, c + j, rs_c, last);
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b_user,
+               float beta, float* c, int64_t rs_c) {
+  MatrixView b = b_user;
+  if (b.cs != 1) {  // B's rows gathered once into contiguous rows (the packing transpose)
+    float* rows = scratch(ScratchSlot::Edge, k * n);
+    if (!rows) out_of_memory("the small-matrix path", k * n);
+    PlainB(b).pack_panel(0, k, 0, n, static_cast<int>(n), rows);
+    b = {rows, n, 1};
+  }
+  constexpr int kRowsPerBlock = 4;
+  for (int64_t i = 0; i < m; i += kRowsPerBlock) {
+    const float* a_rows = a.p + i * a.rs;
+    float* c_rows = c + i * rs_c;
+    switch (std::min<int64_t>(kRowsPerBlock, m - i)) {
+      case 4: tiny_rows<4>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c); break;
+      case 3: tiny_rows<3>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c); break;
+      case 2: tiny_rows<2>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c); break;
+      default: tiny_rows<1>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c); break;
+    }
+  }
+}
+#else
+// Never called: tiny_serves() is false without x86-64.
+void gemm_tiny(int64_t, int64_t, int64_t, float, const MatrixView&, const MatrixView&, float, float*, int64_t) {
+  std::abort();
+}
+#endif
+
+}  // namespace gk
