@@ -65,6 +65,11 @@ std::vector<Shape> shapes(bool quick) {
   v.push_back({"TN 1000x1x512", 1000, 1, 512, CblasTrans, CblasNoTrans});
   if (!quick) v.push_back({"4x4096x4096", 4, 4096, 4096, CblasNoTrans, CblasNoTrans});
   if (!quick) v.push_back({"96x12544x32", 96, 12544, 32, CblasNoTrans, CblasNoTrans});
+  // Small odd products, where a call's fixed costs count (the tiny path): every tile
+  // partial, and one with B transposed.
+  if (!quick) v.push_back({"5x5x5", 5, 5, 5, CblasNoTrans, CblasNoTrans});
+  if (!quick) v.push_back({"13x17x19", 13, 17, 19, CblasNoTrans, CblasNoTrans});
+  if (!quick) v.push_back({"NT 20x20x20", 20, 20, 20, CblasNoTrans, CblasTrans});
   return v;
 }
 

@@ -2,6 +2,7 @@
 // layouts, all transpose pairs, padded leading dimensions, alpha/beta variants with NaN in
 // C for beta == 0, shapes at and around every blocking size, each kernel, 1 and 2 threads.
 #include <algorithm>
+#include <array>
 
 #include "common/runtime.h"
 #include "gemm_test_util.h"
@@ -282,35 +283,38 @@ TEST(Driver, SmallPathMatchesPackedPath) {
   });
 }
 
-// The small problems of prefers_small_path() through cblas_sgemm, each kernel forced: on
-// x86-64 the AVX2 kernels take the unpacked tiny path (src/gemm/tiny.cpp), whose blocks
-// are 1-4 rows x 1-3 vectors, the last vector masked, with a second accumulator set when a
-// block is one vector wide. Every row remainder, column counts around each vector and the
-// 24 / 16 + 16 split, odd and even K; layouts, transposes (a transposed B is gathered
-// first), alpha, beta and padded leading dimensions by turns.
+// The small problems (at most kSmallMultiplyAdds) through cblas_sgemm, each kernel
+// forced: on x86-64 the AVX2 kernels take the unpacked tiny path (src/gemm/tiny.cpp), whose
+// blocks are 1-4 rows x 1-3 vectors, the last vector masked, with a second accumulator set
+// when a block is one vector wide. Every row remainder, column counts around each vector
+// and the 24 / 16 + 16 split, odd and even K, and K past the no-pack path's limit; layouts,
+// transposes (a transposed B is gathered first), alpha, beta and padded leading dimensions
+// by turns.
 TEST(Sgemm, TinyPathEveryBlockEdge) {
   const bool q = gktest::quick();
   const std::vector<int64_t> rows = q ? std::vector<int64_t>{1, 3, 4, 5, 7} : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
   const std::vector<int64_t> cols = q ? std::vector<int64_t>{1, 7, 9, 17, 25, 33}
                                       : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 41, 48, 49};
+  std::vector<std::array<int64_t, 3>> shapes;
+  for (int64_t m : rows)
+    for (int64_t n : cols)
+      for (int64_t k : {1, 2, 3, 8, 17}) shapes.push_back({m, n, k});
+  for (int64_t k : {1025, 3001}) shapes.insert(shapes.end(), {{5, 9, k}, {2, 2, 10 * k}, {7, 17, k}, {4, 24, k}});
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
-#if defined(__x86_64__)
-    EXPECT_EQ(gk::tiny_serves(gk::active_config()), ker.simd != gk::SimdLevel::Baseline);
-#else
-    (void)ker;
-    EXPECT_FALSE(gk::tiny_serves(gk::active_config()));
-#endif
     gk_set_num_threads(1);
     int index = 0;
-    for (int64_t m : rows)
-      for (int64_t n : cols)
-        for (int64_t k : {1, 2, 3, 8, 17}) {
-          const int pick = index++;
-          const Case c{m, n, k, pick % 2 == 0, pick / 2 % 2 == 1, pick / 4 % 2 == 1, kAlphas[1 + pick % 2],
-                       kBetas[pick / 3 % 3], int64_t(pick % 5 == 0 ? 3 : 0)};
-          ASSERT_TRUE(gk::prefers_small_path(c.m, c.n, c.k));
-          ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 7 == 0));
-        }
+    for (const auto& [m, n, k] : shapes) {
+      const int pick = index++;
+      const Case c{m, n, k, pick % 2 == 0, pick / 2 % 2 == 1, pick / 4 % 2 == 1, kAlphas[1 + pick % 2],
+                   kBetas[pick / 3 % 3], int64_t(pick % 5 == 0 ? 3 : 0)};
+#if defined(__x86_64__)
+      ASSERT_EQ(gk::tiny_serves(gk::active_config(), m, n, k), ker.simd != gk::SimdLevel::Baseline) << describe(c);
+#else
+      (void)ker;
+      ASSERT_FALSE(gk::tiny_serves(gk::active_config(), m, n, k));
+#endif
+      ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 7 == 0));
+    }
   });
   gk_set_num_threads(0);
 }

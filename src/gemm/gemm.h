@@ -219,13 +219,14 @@ void gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConf
 // column stride, A is packed one micro-panel at a time.
 void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
                 const KernelConfig& cfg);
-// Whether a problem of this size takes the no-pack path.
+// Whether a problem of this size takes the no-pack path: at most kSmallMultiplyAdds, K <= 1024.
+constexpr double kSmallMultiplyAdds = 96.0 * 96 * 96;
 bool prefers_small_path(int64_t m, int64_t n, int64_t k);
 
-// The small problems of prefers_small_path() without packing (src/gemm/tiny.cpp): C =
-// alpha * A B + beta * C straight from the operands, with kernels of AVX2 or wider on
+// Small problems (at most kSmallMultiplyAdds, any K) without packing (src/gemm/tiny.cpp):
+// C = alpha * A B + beta * C straight from the operands, with kernels of AVX2 or wider on
 // x86-64; the no-pack path serves the others.
-bool tiny_serves(const KernelConfig& cfg);
+bool tiny_serves(const KernelConfig& cfg, int64_t m, int64_t n, int64_t k);
 void gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
                float beta, float* c, int64_t rs_c);
 
