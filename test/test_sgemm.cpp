@@ -319,6 +319,36 @@ TEST(Sgemm, TinyPathEveryBlockEdge) {
   gk_set_num_threads(0);
 }
 
+// Few columns at any M (tiny_serves_narrow): the unpacked path with its 4-row blocks split
+// between threads, every column count mod 8 up to one block, K short and long, each
+// layout and transpose by turns, 1 and 2 threads.
+TEST(Sgemm, NarrowProductsManyRowsAnyThreads) {
+  const bool q = gktest::quick();
+  const int64_t m = q ? 203 : 1001;
+  int index = 0;
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    for (int64_t n : {2, 7, 11, 17, 24})
+      for (int64_t k : {5, 108, q ? 150 : 333}) {
+        const int pick = index++;
+#if defined(__x86_64__)
+        ASSERT_EQ(gk::tiny_serves_narrow(gk::active_config(), n, k), ker.simd != gk::SimdLevel::Baseline);
+#else
+        (void)ker;
+        ASSERT_FALSE(gk::tiny_serves_narrow(gk::active_config(), n, k));
+#endif
+        gk_set_num_threads(1 + pick % 2);
+        Case c{m, n, k, true, pick % 3 != 0, pick % 4 == 1, kAlphas[1 + pick % 2], kBetas[pick % 3], int64_t(pick % 5 == 0 ? 3 : 0)};
+        if (pick % 6 == 5) {  // column-major: the row-stored problem is C^T = B^T A^T, n columns
+          c.row_major = false;
+          std::swap(c.m, c.n);
+          std::swap(c.ta, c.tb);
+        }
+        ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 4 == 0));
+      }
+  });
+  gk_set_num_threads(0);
+}
+
 // The tiny path loads B's rows and C's through a lane mask: nothing past an operand is
 // read or written. Each operand ends where a PROT_NONE page begins, so a stray access
 // faults (the sanitizers do not see masked vector loads).

@@ -366,9 +366,7 @@ class DepthwiseConv final : public Prepared {
     const int64_t items = d.batch * blocks_, taps = g_.kh * g_.kw;
     const int64_t in_plane = g_.ih * g_.iw, out_plane = g_.oh * g_.ow;
     const int threads = threads_for(s_.flops(), kDepthwiseFlopsPerExtraThread);
-    if (threads > 1) note_parallel_region();
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
+    parallel_region(threads, [&] {
       const bool copy_padded = blocked && copy_padded_;
       float* staged = scratch(ScratchSlot::ConvRow, std::max(g_.staged_floats(), padded_block_floats()));
       float* band_out = scratch(ScratchSlot::ConvImage, g_.band * g_.ow * kLanes);
@@ -397,7 +395,7 @@ class DepthwiseConv final : public Prepared {
         fn_(copy_padded ? padded_ : g_, io, &w_[size_t(b * taps * kLanes)], &bias_[size_t(b * kLanes)],
             d.activation, staged, band_out);
       }
-    }
+    });
   }
 
  private:
@@ -511,9 +509,7 @@ class DepthwiseRowsConv final : public Prepared {
     const gk_conv_desc& d = s_.d;
     const int64_t planes = d.batch * d.out_channels, in_plane = d.in_height * d.in_width;
     const int threads = threads_for(s_.flops(), kDepthwiseFlopsPerExtraThread);
-    if (threads > 1) note_parallel_region();
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
+    parallel_region(threads, [&] {
       float* buffer = scratch(ScratchSlot::ConvRow, plane_.floats());
       if (!buffer) out_of_memory("the depthwise plane", plane_.floats());
 #pragma omp for schedule(static)
@@ -522,7 +518,7 @@ class DepthwiseRowsConv final : public Prepared {
         fn_(s_, plane_, input + (n * d.in_channels + oc / s_.ocg) * in_plane, w_.data() + oc * s_.k_gemm,
             bias_.empty() ? 0.0f : bias_[size_t(oc)], output + (n * d.out_channels + oc) * s_.pixels(), buffer);
       }
-    }
+    });
   }
 
  private:

@@ -134,9 +134,7 @@ class DirectConv final : public Prepared {
     const gk_conv_desc& d = s_.d;
     const int64_t planes = d.batch * d.out_channels, in_plane = d.in_height * d.in_width;
     const int threads = threads_for(s_.flops());
-    if (threads > 1) note_parallel_region();
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
+    parallel_region(threads, [&] {
       float* phases = scratch(ScratchSlot::ConvRow, workspace_bytes() / 4);
       if (!phases) out_of_memory("the direct convolution's phases", workspace_bytes() / 4);
 #pragma omp for schedule(static)
@@ -146,7 +144,7 @@ class DirectConv final : public Prepared {
                bias_.empty() ? 0.0f : bias_[static_cast<size_t>(oc)],
                output + (n * d.out_channels + oc) * s_.pixels(), phases);
       }
-    }
+    });
   }
 
  private:

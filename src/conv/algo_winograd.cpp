@@ -449,7 +449,6 @@ class WinogradConv final : public Prepared {
     float* padded = scratch(ScratchSlot::ConvImage, padded_floats());
     if (!padded) out_of_memory("the Winograd padded input", padded_floats());
     const int threads = threads_for(s_.flops() / 4);
-    if (threads > 1) note_parallel_region();
     PhaseTimes* sink = threads == 1 ? g_phase_sink : nullptr;
     const int64_t blocks = block_count(threads), unit = channel_unit(blocked);
     const ThreadGrid grid = choose_grid(threads, blocks, ceil_div(oc, unit));
@@ -463,8 +462,7 @@ class WinogradConv final : public Prepared {
         pad_image(x, padded, threads);
       }
       clock.lap(&PhaseTimes::input_s);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-      {
+      parallel_region(threads, [&] {
         const int tid = omp_get_thread_num();
         const Range mine = share(blocks, tid / grid.wn, grid.wm, 1, blocks);
         const Range channels = share(ceil_div(oc, unit), tid % grid.wn, grid.wn, unit, oc);
@@ -477,7 +475,7 @@ class WinogradConv final : public Prepared {
             run_block(padded, tiles, channels, v, m, y, blocked, sink);
           }
         }
-      }
+      });
     }
   }
 
@@ -622,20 +620,22 @@ class WinogradConv final : public Prepared {
     const gk_conv_desc& d = s_.d;
     const int64_t blocks = ceil_div(d.in_channels, 8);
     const int64_t lo = std::min(wb_, d.pad_left), hi = std::max(lo, std::min(wb_, d.pad_left + d.in_width));
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-    for (int64_t cb = 0; cb < blocks; ++cb)
-      for (int64_t r = 0; r < hb_; ++r) {
-        const int64_t ih = r - d.pad_top;
-        float* dst = padded + (cb * hb_ + r) * wb_ * 8;
-        if (ih < 0 || ih >= d.in_height) {
-          zero_run(dst, wb_ * 8);
-          continue;
+    parallel_region(threads, [&] {
+#pragma omp for schedule(static)
+      for (int64_t cb = 0; cb < blocks; ++cb)
+        for (int64_t r = 0; r < hb_; ++r) {
+          const int64_t ih = r - d.pad_top;
+          float* dst = padded + (cb * hb_ + r) * wb_ * 8;
+          if (ih < 0 || ih >= d.in_height) {
+            zero_run(dst, wb_ * 8);
+            continue;
+          }
+          const float* src = x + (cb * d.in_height + ih) * d.in_width * 8;
+          zero_run(dst, lo * 8);
+          copy_run(dst + lo * 8, src + (lo - d.pad_left) * 8, (hi - lo) * 8);
+          zero_run(dst + hi * 8, (wb_ - hi) * 8);
         }
-        const float* src = x + (cb * d.in_height + ih) * d.in_width * 8;
-        zero_run(dst, lo * 8);
-        copy_run(dst + lo * 8, src + (lo - d.pad_left) * 8, (hi - lo) * 8);
-        zero_run(dst + hi * 8, (wb_ - hi) * 8);
-      }
+    });
   }
 
   // V for channels [ic0, ic0 + icn): V[xi] at v + xi * icn * width, panel p (tiles
@@ -701,17 +701,19 @@ class WinogradConv final : public Prepared {
   // index i holds padded column i * M + q, so every tile (and every lane) reads inside.
   void pad_image(const float* x, float* padded, int threads) const {
     const gk_conv_desc& d = s_.d;
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-    for (int64_t c = 0; c < d.in_channels; ++c)
-      for (int64_t r = 0; r < hp_; ++r) {
-        const int64_t ih = r - d.pad_top;
-        float* dst = padded + (c * hp_ + r) * M * len_;
-        if (ih < 0 || ih >= d.in_height) {
-          zero_run(dst, M * len_);
-        } else {
-          fns_.split(x + (c * d.in_height + ih) * d.in_width, d.in_width, d.pad_left, len_, dst);
+    parallel_region(threads, [&] {
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < d.in_channels; ++c)
+        for (int64_t r = 0; r < hp_; ++r) {
+          const int64_t ih = r - d.pad_top;
+          float* dst = padded + (c * hp_ + r) * M * len_;
+          if (ih < 0 || ih >= d.in_height) {
+            zero_run(dst, M * len_);
+          } else {
+            fns_.split(x + (c * d.in_height + ih) * d.in_width, d.in_width, d.pad_left, len_, dst);
+          }
         }
-      }
+    });
   }
 
   Shape s_;

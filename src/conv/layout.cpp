@@ -57,6 +57,8 @@ bool planar_grouping(gk_layout layout, int64_t c, Grouping* g) {
   return x > 1;
 }
 
+// The one region not opened through parallel_region(): this body is compiled once per ISA
+// (the target("avx2") wrapper below), and a lambda would not inherit the target.
 GK_INLINE void convert_planar(const float* src, float* dst, bool to_planar, int64_t n, int64_t c, int64_t hw,
                               Grouping g, int threads) {
 #pragma omp parallel for collapse(2) num_threads(threads) if (threads > 1)
@@ -138,11 +140,13 @@ __attribute__((visibility("default"))) gk_status gk_convert_layout(const float* 
   // Padding channels of an NCHWx destination are zero.
   if (to.c_pad != c)
     std::memset(dst, 0, sizeof(float) * static_cast<size_t>(gk_tensor_size(dst_layout, n, c, h, w)));
-#pragma omp parallel for collapse(2) num_threads(threads) if (threads > 1)
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t i = 0; i < h; ++i)
-        for (int64_t j = 0; j < w; ++j) dst[to.at(b, ch, i, j)] = src[from.at(b, ch, i, j)];
+  gk::parallel_region(threads, [&] {
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t i = 0; i < h; ++i)
+          for (int64_t j = 0; j < w; ++j) dst[to.at(b, ch, i, j)] = src[from.at(b, ch, i, j)];
+  });
   return GK_OK;
 }
 }

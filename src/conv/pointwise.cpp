@@ -357,9 +357,7 @@ void PointwiseNchw8::run_gathered(const float* x, float* y, int threads) const {
   if (!blocked_k && threads > 1 && chunks < 4 * threads) ranges = std::min(npanels, round_up(ranges, threads));
   const int64_t items = ranges * chunks;
   threads = static_cast<int>(std::min<int64_t>(threads, items));
-  if (threads > 1) note_parallel_region();
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
+  parallel_region(threads, [&] {
     float* work = thread_workspace();
     float* chunk = work + kStagedOutput;
     const Strides st = strides();
@@ -379,7 +377,7 @@ void PointwiseNchw8::run_gathered(const float* x, float* y, int threads) const {
       // last block afterwards read it back from L2: 3.5% of a 24 -> 58 channel layer).
       if (panels.end == npanels) zero_padding_channels(y, c0, c1);
     }
-  }
+  });
 }
 
 // Output pixels [p0, p1) of the last channel block: its lanes past the last channel zeroed.
@@ -393,9 +391,7 @@ void PointwiseNchw8::zero_padding_channels(float* y, int64_t p0, int64_t p1) con
 // others are gathered in batches (run_border). The weights are small (taps x C rows).
 void PointwiseNchw8::run_direct(const float* x, float* y, int threads) const {
   threads = static_cast<int>(std::min<int64_t>(threads, s_.oh));
-  if (threads > 1) note_parallel_region();
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
+  parallel_region(threads, [&] {
     float* work = thread_workspace();
     std::vector<int64_t> taps(static_cast<size_t>(s_.d.kernel_h * direct_taps().per_row)), border;
     border.reserve(static_cast<size_t>(kBorderPixels + s_.ow));
@@ -408,7 +404,7 @@ void PointwiseNchw8::run_direct(const float* x, float* y, int threads) const {
         border.erase(border.begin(), border.begin() + n);
       }
     }
-  }
+  });
 }
 
 // Output row oh. Columns [lo, hi) read only columns inside the image; the kernel runs

@@ -131,8 +131,7 @@ void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
   const int mr = ker.mr, nr = ker.nr;
   const int64_t kc_max = std::min(cfg.kc, p.k), mc = p.m;
   const int64_t group = panels_per_pass(cfg, mc);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
+  parallel_region(threads, [&] {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
     float* a_block = p.a->prepacked() ? nullptr : scratch(ScratchSlot::PackedA, round_up(mc, mr) * kc_max);
     float* b_panels = scratch(ScratchSlot::PackedB, kc_max * nr * group);
@@ -182,7 +181,7 @@ void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
         q += run;
       }
     });
-  }
+  });
 }
 
 // The general case: the B block (KC x NC) is packed once by all threads together and
@@ -196,8 +195,7 @@ void gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
   float* b_block = scratch(ScratchSlot::PackedB, kc_max * nc_max);
   if (!b_block) out_of_memory("the packed B block", kc_max * nc_max);
 
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
+  parallel_region(threads, [&] {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
     float* a_block = p.a->prepacked() ? nullptr : scratch(ScratchSlot::PackedA, mc_max * kc_max);
     if (!a_block && !p.a->prepacked()) out_of_memory("the packed A block", mc_max * kc_max);
@@ -236,13 +234,12 @@ void gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
 #pragma omp barrier
       });
     });
-  }
+  });
 }
 
 }  // namespace
 
 void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads) {
-  if (threads > 1) note_parallel_region();
   if (p.m <= cfg.mc) {
     gemm_packed_b_per_panel(p, cfg, threads);
   } else {

@@ -223,12 +223,15 @@ void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
 constexpr double kSmallMultiplyAdds = 96.0 * 96 * 96;
 bool prefers_small_path(int64_t m, int64_t n, int64_t k);
 
-// Small problems (at most kSmallMultiplyAdds, any K) without packing (src/gemm/tiny.cpp):
-// C = alpha * A B + beta * C straight from the operands, with kernels of AVX2 or wider on
-// x86-64; the no-pack path serves the others.
+// Small problems (at most kSmallMultiplyAdds, any K, one thread) and problems of at most
+// kTinyNarrowColumns columns whose B stays in half of L2 (any M, any threads), without
+// packing (src/gemm/tiny.cpp): C = alpha * A B + beta * C straight from the operands, with
+// kernels of AVX2 or wider on x86-64. Elsewhere the no-pack and packed paths serve.
+constexpr int64_t kTinyNarrowColumns = 24;
 bool tiny_serves(const KernelConfig& cfg, int64_t m, int64_t n, int64_t k);
+bool tiny_serves_narrow(const KernelConfig& cfg, int64_t n, int64_t k);
 void gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
-               float beta, float* c, int64_t rs_c);
+               float beta, float* c, int64_t rs_c, int threads);
 
 // Matrix times a few vectors: Y(i, r) = alpha * sum_j M(i, j) X(j, r) + beta * Y(i, r) for
 // i < rows, j < cols, r < vectors, where X is a cols x vectors view and Y(i, r) is

@@ -70,9 +70,7 @@ void gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConf
   float* staged = scratch(ScratchSlot::Edge, width * m_pad);
   if (!staged) out_of_memory("the staged C of the in-place-A path", width * m_pad);
   threads = static_cast<int>(std::min<int64_t>(threads, ceil_div(p.m, kRowUnit)));
-  if (threads > 1) note_parallel_region();
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
+  parallel_region(threads, [&] {
     const Range rows = share(ceil_div(p.m, kRowUnit), omp_get_thread_num(), omp_get_num_threads(), kRowUnit, p.m);
     float* b_block = scratch(ScratchSlot::PackedB, round_up(kc_max, 8) * width);  // blocks may round up to 8
     if (!b_block) out_of_memory("the packed B of the in-place-A path", round_up(kc_max, 8) * width);
@@ -103,7 +101,7 @@ void gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConf
       });
       store_c(p, staged, m_pad, rows.begin, rows.end);
     }
-  }
+  });
 }
 
 }  // namespace gk

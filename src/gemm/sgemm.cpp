@@ -34,11 +34,13 @@ void sgemm_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const MatrixV
   p.a = &a_source, p.b = &b_source, p.c = c, p.rs_c = rs_c;
   const int threads = threads_for(flops);
   if (threads == 1 && tiny_serves(cfg, m, n, k)) {
-    gemm_tiny(m, n, k, alpha, a, b, beta, c, rs_c);
+    gemm_tiny(m, n, k, alpha, a, b, beta, c, rs_c, 1);
   } else if (threads == 1 && prefers_small_path(m, n, k)) {
     gemm_small(p, a, b, cfg);
   } else if (in_place_a_serves(cfg, p, a)) {
     gemm_in_place_a(p, a, cfg, threads);
+  } else if (tiny_serves_narrow(cfg, n, k)) {
+    gemm_tiny(m, n, k, alpha, a, b, beta, c, rs_c, threads);
   } else {
     gemm_packed(p, cfg, threads);
   }

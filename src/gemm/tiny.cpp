@@ -18,6 +18,7 @@
 
 #include "common/runtime.h"
 #include "gemm/gemm.h"
+#include "gemm/partition.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -38,6 +39,23 @@ bool tiny_serves(const KernelConfig& cfg, int64_t m, int64_t n, int64_t k) {
 #endif
 }
 
+// Up to 24 columns (one block wide) at any M, with B small enough to stay near (in half of
+// L2) while every 4-row block reads all of it: packing A there costs about what the
+// multiply does. Against the packed path, same process, median GFLOP/s, 1 thread (A
+// transposed, so the in-place-A path does not apply): 482x11x486 35.8 / 19.4, 1465x11x108
+// 32.9 / 19.5, 2322x18x84 39.3 / 28.9, 99x18x2155 37.6 / 25.8, 2000x24x500 59.4 / 55.5,
+// 5000x3x200 12.9 / 7.1; at 40 columns about even (49.5 / 48.0), hence one block.
+bool tiny_serves_narrow(const KernelConfig& cfg, int64_t n, int64_t k) {
+#if defined(__x86_64__)
+  const int64_t l2 = cpu().l2_bytes > 0 ? cpu().l2_bytes : int64_t{512} << 10;
+  return cfg.kernel->simd != SimdLevel::Baseline && n <= kTinyNarrowColumns &&
+         k * n * static_cast<int64_t>(sizeof(float)) <= l2 / 2;
+#else
+  (void)cfg, (void)n, (void)k;
+  return false;
+#endif
+}
+
 #if defined(__x86_64__)
 namespace {
 
@@ -47,6 +65,24 @@ namespace {
 GK_TINY_TARGET __m256i lane_mask(int64_t n) {
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lanes);
+}
+
+// The first n (1..8) lanes of v to c, without `vmaskmovps`: a masked store is microcoded
+// on AMD cores (a 560x6x5 GEMM spent most of its time in its four per block).
+GK_TINY_TARGET void store_first(float* c, __m256 v, int64_t n) {
+  if (n == 8) return _mm256_storeu_ps(c, v);
+  __m128 part = _mm256_castps256_ps128(v);
+  if (n & 4) {
+    _mm_storeu_ps(c, part);
+    part = _mm256_extractf128_ps(v, 1);
+    c += 4;
+  }
+  if (n & 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(c), part);
+    part = _mm_movehl_ps(part, part);
+    c += 2;
+  }
+  if (n & 1) _mm_store_ss(c, part);
 }
 
 // One k step into one accumulator set; a and b move to the next.
@@ -72,7 +108,7 @@ GK_TINY_TARGET void k_step(__m256 (&acc)[kRows][kVectors], const float*& a, int6
 template <int kRows, int kVectors>
 GK_TINY_TARGET void tiny_block(int64_t k, float alpha, const float* a, int64_t rs_a, int64_t cs_a,
                                const float* b, int64_t rs_b, float beta, float* c, int64_t rs_c,
-                               __m256i last) {
+                               __m256i last, int64_t last_lanes) {
   // One vector per row would make each accumulator a chain of dependent FMAs, a k step
   // per FMA latency: odd k steps go to a second set, added at the end.
   constexpr int kSets = kVectors == 1 ? 2 : 1;
@@ -107,7 +143,7 @@ GK_TINY_TARGET void tiny_block(int64_t k, float alpha, const float* a, int64_t r
       if (whole) {
         _mm256_storeu_ps(c + 8 * v, out);
       } else {
-        _mm256_maskstore_ps(c + 8 * v, last, out);
+        store_first(c + 8 * v, out, last_lanes);
       }
     }
   }
@@ -122,22 +158,35 @@ __attribute__((target("avx2,fma"))) void tiny_rows(int64_t n, int64_t k, float a
   for (int64_t j = 0, cols; j < n; j += cols) {
     const int64_t left = n - j;
     cols = left > 24 && left <= 32 ? 16 : std::min<int64_t>(24, left);
-    const int64_t vectors = (cols + 7) / 8;
-    const __m256i last = lane_mask(cols - 8 * (vectors - 1));
+    const int64_t vectors = (cols + 7) / 8, last_lanes = cols - 8 * (vectors - 1);
+    const __m256i last = lane_mask(last_lanes);
     if (vectors == 3) {
-      tiny_block<kRows, 3>(k, alpha, a, rs_a, cs_a, b + j, rs_b, beta, c + j, rs_c, last);
+      tiny_block<kRows, 3>(k, alpha, a, rs_a, cs_a, b + j, rs_b, beta, c + j, rs_c, last, last_lanes);
     } else if (vectors == 2) {
-      tiny_block<kRows, 2>(k, alpha, a, rs_a, cs_a, b + j, rs_b, beta, c + j, rs_c, last);
+      tiny_block<kRows, 2>(k, alpha, a, rs_a, cs_a, b + j, rs_b, beta, c + j, rs_c, last, last_lanes);
     } else {
-      tiny_block<kRows, 1>(k, alpha, a, rs_a, cs_a, b + j, rs_b, beta, c + j, rs_c, last);
+      tiny_block<kRows, 1>(k, alpha, a, rs_a, cs_a, b + j, rs_b, beta, c + j, rs_c, last, last_lanes);
     }
+  }
+}
+
+// Rows [i, i + 4) of C (fewer at the end: `rows_left`).
+void tiny_row_block(int64_t rows_left, int64_t n, int64_t k, float alpha, const MatrixView& a, int64_t i,
+                    const MatrixView& b, float beta, float* c, int64_t rs_c) {
+  const float* a_rows = a.p + i * a.rs;
+  float* c_rows = c + i * rs_c;
+  switch (std::min<int64_t>(4, rows_left)) {
+    case 4: return tiny_rows<4>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
+    case 3: return tiny_rows<3>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
+    case 2: return tiny_rows<2>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
+    default: return tiny_rows<1>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
   }
 }
 
 }  // namespace
 
 void gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b_user,
-               float beta, float* c, int64_t rs_c) {
+               float beta, float* c, int64_t rs_c, int threads) {
   MatrixView b = b_user;
   if (b.cs != 1) {  // B's rows gathered once into contiguous rows (the packing transpose)
     float* rows = scratch(ScratchSlot::Edge, k * n);
@@ -145,21 +194,18 @@ void gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a
     PlainB(b).pack_panel(0, k, 0, n, static_cast<int>(n), rows);
     b = {rows, n, 1};
   }
-  constexpr int kRowsPerBlock = 4;
-  for (int64_t i = 0; i < m; i += kRowsPerBlock) {
-    const float* a_rows = a.p + i * a.rs;
-    float* c_rows = c + i * rs_c;
-    switch (std::min<int64_t>(kRowsPerBlock, m - i)) {
-      case 4: tiny_rows<4>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c); break;
-      case 3: tiny_rows<3>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c); break;
-      case 2: tiny_rows<2>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c); break;
-      default: tiny_rows<1>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c); break;
-    }
-  }
+  // Threads take shares of the 4-row blocks.
+  constexpr int64_t kRowsPerBlock = 4;
+  threads = static_cast<int>(std::min<int64_t>(threads, ceil_div(m, kRowsPerBlock)));
+  parallel_region(threads, [&] {
+    const Range rows = share(ceil_div(m, kRowsPerBlock), omp_get_thread_num(), omp_get_num_threads(), kRowsPerBlock, m);
+    for (int64_t i = rows.begin; i < rows.end; i += kRowsPerBlock)
+      tiny_row_block(m - i, n, k, alpha, a, i, b, beta, c, rs_c);
+  });
 }
 #else
-// Never called: tiny_serves() is false without x86-64.
-void gemm_tiny(int64_t, int64_t, int64_t, float, const MatrixView&, const MatrixView&, float, float*, int64_t) {
+// Never called: tiny_serves() and tiny_serves_narrow() are false without x86-64.
+void gemm_tiny(int64_t, int64_t, int64_t, float, const MatrixView&, const MatrixView&, float, float*, int64_t, int) {
   std::abort();
 }
 #endif
