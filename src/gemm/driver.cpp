@@ -41,10 +41,13 @@ GK_INLINE void prefetch_c_tile(float* c, int64_t rs_c, int64_t rows, int64_t col
 }
 
 // What the ir loop prefetches, spread over its kernel calls: columns [j, j + cols) of K
-// range [k0, k0 + kc) of the B source (panels still to be packed), or, when `packed` is
-// set, `packed_floats` of a B panel already packed.
+// range [k0, k0 + kc) of the B source (panels still to be packed), parts [first_part,
+// first_part + calls) of `parts` (0: one part per call), the source slicing the region
+// along its own layout; or, when `packed` is set, `packed_floats` of a B panel already
+// packed.
 struct PrefetchTarget {
   int64_t k0 = 0, kc = 0, j = 0, cols = 0;
+  int64_t first_part = 0, parts = 0;
   const float* packed = nullptr;
   int64_t packed_floats = 0;
 };
@@ -66,13 +69,11 @@ void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, i
                       const PrefetchTarget& next = {}, int64_t rs_b = 0) {
   if (!rs_b) rs_b = ker.nr;  // B packed at the kernel's width
   const int64_t calls = ceil_div(mc, ker.mr);
-  const int64_t slice = ceil_div(next.kc, calls);
   const int64_t packed_slice = ceil_div(ceil_div(next.packed_floats, int64_t{16}), calls);
   auto prefetch_next_b = [&](int64_t call) {
     if (next.packed) return prefetch_packed_lines(next.packed, next.packed_floats, call * packed_slice, packed_slice);
-    const int64_t k_begin = call * slice;
-    if (k_begin < next.kc)
-      p.b->prefetch(next.k0 + k_begin, std::min(slice, next.kc - k_begin), next.j, next.cols);
+    if (next.kc > 0)
+      p.b->prefetch(next.k0, next.kc, next.j, next.cols, next.first_part + call, next.parts ? next.parts : calls);
   };
   // The next call's C tile, for writing: when C is not in cache (a conv output, K small)
   // its read-for-ownership would otherwise stall the store of this tile.
@@ -158,8 +159,8 @@ void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
         } else {
           p.b->pack_panel(pc, kc, first.j, first.cols, static_cast<int>(first.width), b_panels);
         }
-        // The next pass's columns, a share of its K rows prefetched (into L2) during each
-        // panel of this pass. Against prefetching only the next pass's first panel during
+        // The next pass's region, a share of it prefetched (into L2) after each kernel call
+        // of this pass. Against prefetching only the next pass's first panel during
         // this pass's last, same-process alternation, median GFLOP/s: 64x3136x576 +9-21%,
         // 64x12544x147 +12-28%, 24x4000x4000 +13-19%, 48x12544x64 +12%, 128x784x1152 +5%;
         // with 16-32 rows and B in cache -7..+6%, within this VM's noise.
@@ -170,11 +171,12 @@ void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
           const ColumnPanel& nl = panels[static_cast<size_t>(nq + pass_length(nq) - 1)];
           next_pass = {pc, kc, n0.j, nl.j + nl.cols - n0.j};
         }
+        const int64_t calls_per_panel = ceil_div(mc, mr);
         for (int64_t g = 0; g < run; ++g) {
           const ColumnPanel& c = panels[static_cast<size_t>(q + g)];
           PrefetchTarget next = next_pass;
-          next.k0 = pc + kc * g / run;
-          next.kc = pc + kc * (g + 1) / run - next.k0;
+          next.first_part = g * calls_per_panel;
+          next.parts = run * calls_per_panel;
           run_panel_column(p, ker, 0, mc, c.j, c.cols, kc, beta, last_k, a_panels,
                            b_panels + g * kc * nr, next, c.width);
         }

@@ -46,9 +46,11 @@ class BPacker {
   virtual void pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
                           float* dst) const = 0;
   // Hints that rows [k0, k0 + kc) of columns [j0, j0 + cols) will be packed soon, so the
-  // driver can overlap fetching them with computing on the current panel.
-  virtual void prefetch(int64_t k0, int64_t kc, int64_t j0, int64_t cols) const {
-    (void)k0, (void)kc, (void)j0, (void)cols;
+  // driver can overlap fetching them with computing on the current panel: this call
+  // fetches part `part` of `parts` equal parts of that region, cut along the source's own
+  // layout (each cache line in one part).
+  virtual void prefetch(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int64_t part, int64_t parts) const {
+    (void)k0, (void)kc, (void)j0, (void)cols, (void)part, (void)parts;
   }
   // The panels of columns [j0, j0 + cols), nr at a time (panel q at dst + q * kc * nr). By
   // default one pack_panel() after another.
@@ -95,7 +97,7 @@ class PlainB final : public BPacker {
   explicit PlainB(MatrixView b) : b_(b) {}
   void pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr,
                   float* dst) const override;
-  void prefetch(int64_t k0, int64_t kc, int64_t j0, int64_t cols) const override;
+  void prefetch(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int64_t part, int64_t parts) const override;
   void pack_panels(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr, float* dst) const override;
   const MatrixView& view() const { return b_; }
 

@@ -89,7 +89,9 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
     }
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
-      float s = hsum(lo[r] + hi[r]);
+      // Rows shorter than a vector (1x1231x3 with B transposed ran at 0.5x OpenBLAS) skip
+      // the vector sums altogether.
+      float s = j > 0 ? hsum(lo[r] + hi[r]) : 0.0f;
       for (int64_t t = j; t < cols; ++t) s += row[r][t] * x[t];
       y[(i + r) * incy] = finish(alpha, s, beta, y[(i + r) * incy]);
     }
@@ -99,7 +101,7 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
     V acc = {};
     int64_t j = 0;
     for (; j + kLanes <= cols; j += kLanes) acc += load_vec<V>(row + j) * load_vec<V>(x + j);
-    float s = hsum(acc);
+    float s = j > 0 ? hsum(acc) : 0.0f;
     for (; j < cols; ++j) s += row[j] * x[j];
     y[i * incy] = finish(alpha, s, beta, y[i * incy]);
   }
