@@ -1,18 +1,20 @@
-// Small GEMMs (up to about 96^3 multiply-adds, any K) with nothing packed and nothing
-// staged.
+// GEMMs computed straight from the operands, nothing packed and nothing staged: small
+// products (up to about 96^3 multiply-adds, any K, one thread) and products of at most 24
+// columns at any M (tiny_serves_narrow).
 //
 // On the no-pack path a 5x5x5 GEMM took 305 ns against OpenBLAS's 190, and 13x17x19 ran
 // at 0.6x: packing the A panel, copying the partial B panel, the local tile of every
 // partial C tile and the column-panel list cost more than the multiply-adds. Here each
 // block of up to 4 rows x 24 columns of C is computed straight from the operands: B's rows
-// read in place as up to three vectors (the last one masked, so nothing past the matrix is
-// read), A's elements broadcast from wherever its strides put them, and C stored through
-// the same mask (read only when beta != 0). Against the no-pack path, same process,
-// alternating, median GFLOP/s: 32^3 68.6 / 56.4, 48^3 58.9 / 53.5, 96^3 83.0 / 76.6,
-// 8x8x512 70.8 / 47.8, 256x16x64 51.2 / 38.8, 32^3 with A transposed 68.6 / 45.9; within
-// noise at 64x128x64 (75.5 / 78.0). From 128^3 on it falls behind (B's rows leave L1).
-// A B with strided columns (a transposed B) is first gathered into contiguous rows, once:
-// 20^3 NT 0.89x OpenBLAS before. x86-64 with AVX2 only: elsewhere the no-pack path serves.
+// read in place as up to three vectors (the last one a masked load, so nothing past the
+// matrix is read), A's elements broadcast from wherever its strides put them, and C's
+// partial vector stored in 4-, 2- and 1-float pieces (read, masked, only when beta != 0).
+// Against the no-pack path, same process, alternating, median GFLOP/s: 32^3 68.6 / 56.4,
+// 48^3 58.9 / 53.5, 96^3 83.0 / 76.6, 8x8x512 70.8 / 47.8, 256x16x64 51.2 / 38.8, 32^3
+// with A transposed 68.6 / 45.9; within noise at 64x128x64 (75.5 / 78.0). From 128^3 on it
+// falls behind (B's rows leave L1). A B with strided columns (a transposed B) is first
+// gathered into contiguous rows, once: 20^3 NT 0.89x OpenBLAS before. x86-64 with AVX2
+// only: elsewhere the no-pack and packed paths serve.
 #include <algorithm>
 #include <cstdlib>
 
