@@ -19,6 +19,10 @@ struct CpuInfo {
   bool arm_neon = false;
 };
 const CpuInfo& cpu();
+// The L2 (L1d) size cpuinfo reports, or `fallback` where it reports none or an implausibly
+// small one (VMs, qemu): the one place that rule lives.
+inline int64_t l2_bytes_or(int64_t fallback) { return cpu().l2_bytes >= (64 << 10) ? cpu().l2_bytes : fallback; }
+inline int64_t l1d_bytes_or(int64_t fallback) { return cpu().l1d_bytes >= (16 << 10) ? cpu().l1d_bytes : fallback; }
 
 // Integer from the environment, or `fallback` when unset or not a number.
 int64_t env_int(const char* name, int64_t fallback);

@@ -33,8 +33,8 @@ namespace gk {
 namespace conv {
 namespace {
 
-int64_t l1_bytes() { return cpu().l1d_bytes >= (16 << 10) ? cpu().l1d_bytes : (32 << 10); }
-int64_t l2_bytes() { return cpu().l2_bytes >= (64 << 10) ? cpu().l2_bytes : (256 << 10); }
+int64_t l1_bytes() { return l1d_bytes_or(32 << 10); }
+int64_t l2_bytes() { return l2_bytes_or(256 << 10); }
 bool in_place(const Shape& s) {
   const gk_conv_desc& d = s.d;
   return d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 && !d.pad_top && !d.pad_left &&

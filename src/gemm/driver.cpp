@@ -54,8 +54,8 @@ struct PrefetchTarget {
 
 // Lines [first, first + count) of a packed buffer, into L2 (prefetcht1): the panel in use
 // fills much of L1.
+constexpr int64_t kLineFloats = 16;  // floats per 64-byte cache line
 GK_INLINE void prefetch_packed_lines(const float* packed, int64_t floats, int64_t first, int64_t count) {
-  constexpr int64_t kLineFloats = 16;
   const int64_t end = std::min(ceil_div(floats, kLineFloats), first + count);
   for (int64_t line = first; line < end; ++line) __builtin_prefetch(packed + line * kLineFloats, 0, 2);
 }
@@ -69,7 +69,7 @@ void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, i
                       const PrefetchTarget& next = {}, int64_t rs_b = 0) {
   if (!rs_b) rs_b = ker.nr;  // B packed at the kernel's width
   const int64_t calls = ceil_div(mc, ker.mr);
-  const int64_t packed_slice = ceil_div(ceil_div(next.packed_floats, int64_t{16}), calls);
+  const int64_t packed_slice = ceil_div(ceil_div(next.packed_floats, kLineFloats), calls);
   auto prefetch_next_b = [&](int64_t call) {
     if (next.packed) return prefetch_packed_lines(next.packed, next.packed_floats, call * packed_slice, packed_slice);
     if (next.kc > 0)

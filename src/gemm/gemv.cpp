@@ -285,7 +285,7 @@ bool gemv_serves(int64_t rows, int64_t cols, const MatrixView& mat, int64_t vect
   // 47 / 53, 12x886x886 44 / 48; from memory (4096^2) the streamed path runs 1.5-3x faster.
   // Each vector adds compute the packed path does at the kernel's rate: the threshold
   // grows with R past 4.
-  const int64_t l2 = cpu().l2_bytes > 0 ? cpu().l2_bytes : int64_t{512} << 10;
+  const int64_t l2 = l2_bytes_or(int64_t{512} << 10);
   return rows * cols * static_cast<int64_t>(sizeof(float)) > l2 * std::max<int64_t>(1, vectors / 4);
 }
 

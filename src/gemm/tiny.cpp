@@ -49,7 +49,7 @@ bool tiny_serves(const KernelConfig& cfg, int64_t m, int64_t n, int64_t k) {
 // 5000x3x200 12.9 / 7.1; at 40 columns about even (49.5 / 48.0), hence one block.
 bool tiny_serves_narrow(const KernelConfig& cfg, int64_t n, int64_t k) {
 #if defined(__x86_64__)
-  const int64_t l2 = cpu().l2_bytes > 0 ? cpu().l2_bytes : int64_t{512} << 10;
+  const int64_t l2 = l2_bytes_or(int64_t{512} << 10);
   return cfg.kernel->simd != SimdLevel::Baseline && n <= kTinyNarrowColumns &&
          k * n * static_cast<int64_t>(sizeof(float)) <= l2 / 2;
 #else
