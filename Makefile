@@ -49,7 +49,7 @@ ASFLAGS := -fPIC $(SANFLAGS)
 LDLIBS := -lcpuinfo -fopenmp -lpthread
 LDFLAGS += $(DEP_LDFLAGS) $(SANFLAGS)
 
-LIB_SRC := $(wildcard src/common/*.cpp src/gemm/*.cpp src/conv/*.cpp src/arch/generic/*.cpp) \
+LIB_SRC := $(wildcard src/common/*.cpp src/gemm/*.cpp src/conv/*.cpp src/ops/*.cpp src/arch/generic/*.cpp) \
            $(wildcard src/arch/$(ARCH)/*.cpp)
 LIB_ASM := $(wildcard src/arch/$(ARCH)/*.S)
 LIB_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(LIB_SRC)) $(patsubst %.S,$(BUILD)/obj/%.o,$(LIB_ASM))

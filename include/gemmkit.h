@@ -89,6 +89,10 @@ typedef struct {
  * layer in a blocked layout: the image is read as it comes (3 planes), not first padded to
  * a channel block (an RGB image in NCHW8 is 8/3 as many bytes). */
 #define GK_CONV_FLAG_NCHW_INPUT 2u
+/* Residual join (oneDNN's "sum" post-op): output = act(conv(input) + bias + output). The
+ * output holds the tensor to add when gk_conv_run is called (in the output's layout and
+ * shape), so ResNet's relu(conv(x) + shortcut) is one pass over the output. */
+#define GK_CONV_FLAG_ADD_TO_OUTPUT 4u
 
 typedef struct gk_conv_plan gk_conv_plan;
 
@@ -118,6 +122,72 @@ gk_status gk_fastrun_cache_load(const char *path);
 gk_status gk_fastrun_cache_save(const char *path);
 gk_status gk_convert_layout(const float *src, gk_layout src_layout, float *dst,
                             gk_layout dst_layout, int64_t n, int64_t c, int64_t h, int64_t w);
+
+/* ------------------------------------------------------------------ network operations
+ * The operations a CNN needs around its convolutions, in every layout the convolutions take
+ * (NCHW, NHWC, NCHW4/8/16), so a network stays in one layout from its first convolution to
+ * its classifier. Each call validates its arguments (status, message in gk_last_error(),
+ * nothing written on error) and runs on gk_get_num_threads() threads. In NCHWx the padded
+ * channels of an output are written as zeros. */
+
+/* A 4-D activation tensor: its logical shape and its layout. */
+typedef struct {
+  int64_t n, c, h, w;
+  gk_layout layout;
+} gk_tensor_desc;
+
+typedef enum { GK_POOL_MAX = 0, GK_POOL_AVG } gk_pool_kind;
+
+/* 2-D pooling with PyTorch's semantics (MaxPool2d / AvgPool2d): padding on each side
+ * (max pooling pads with -inf), ceil_mode (the last window may run past the padded input
+ * but must start inside the input or the leading padding), and count_include_pad (average
+ * pooling divides by the window clipped to the padded input, else by the elements inside
+ * the input). */
+typedef struct {
+  gk_pool_kind kind;
+  int64_t kernel_h, kernel_w, stride_h, stride_w;
+  int64_t pad_top, pad_left, pad_bottom, pad_right;
+  int ceil_mode;         /* 0 or 1 */
+  int count_include_pad; /* 0 or 1, average pooling only */
+} gk_pool_desc;
+
+gk_status gk_pool2d_output_size(const gk_tensor_desc *in, const gk_pool_desc *pool, int64_t *out_h,
+                                int64_t *out_w);
+/* y: a tensor of in->n x in->c x out_h x out_w in in->layout. */
+gk_status gk_pool2d(const gk_tensor_desc *in, const gk_pool_desc *pool, const float *x, float *y);
+/* Mean over each channel's plane: y is in->n x in->c x 1 x 1 in in->layout. */
+gk_status gk_global_avg_pool(const gk_tensor_desc *in, const float *x, float *y);
+
+/* y = act(a + b), all three of shape t. y may be a or b (in place); other overlaps are
+ * refused. */
+gk_status gk_add(const gk_tensor_desc *t, const float *a, const float *b, float *y, gk_activation act);
+
+/* Channel concat: parts[i] (same n, h, w and layout as out) stacked along channels in order;
+ * their channels must sum to out->c. */
+gk_status gk_concat_channels(int count, const gk_tensor_desc *parts, const float *const *xs,
+                             const gk_tensor_desc *out, float *y);
+/* The inverse: ys[i] gets `channels[i]` consecutive channels of x, in x's layout; the counts
+ * must sum to in->c. */
+gk_status gk_split_channels(const gk_tensor_desc *in, const float *x, int count, const int64_t *channels,
+                            float *const *ys);
+/* ShuffleNet's channel shuffle: channel g * (c / groups) + i of x becomes channel
+ * i * groups + g of y (x viewed as groups x c/groups, transposed). c % groups == 0; y must
+ * not overlap x. */
+gk_status gk_channel_shuffle(const gk_tensor_desc *t, int64_t groups, const float *x, float *y);
+
+/* Fully connected: y[b][o] = act(bias[o] + sum_i x[b][i] * weights[o][i]) (PyTorch's
+ * Linear: weights out_features x in_features, row-major), on the SGEMM core. bias may be
+ * NULL. */
+gk_status gk_fully_connected(int64_t batch, int64_t in_features, int64_t out_features, const float *x,
+                             const float *weights, const float *bias, gk_activation act, float *y);
+
+/* Folds an inference batch norm y = gamma * (x - mean) / sqrt(var + eps) + beta that
+ * follows a convolution (or fully connected layer) into its weights and bias, in place:
+ * weights holds out_channels rows of weights_per_channel floats (OIHW: in/groups * kh * kw),
+ * bias out_channels floats (set it to zeros for a layer without bias). */
+gk_status gk_fold_batch_norm(int64_t out_channels, int64_t weights_per_channel, float *weights, float *bias,
+                             const float *gamma, const float *beta, const float *mean, const float *var,
+                             float eps);
 
 #ifdef __cplusplus
 }
