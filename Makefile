@@ -2,7 +2,7 @@
 # what is missing (scripts/install-deps.sh), then build and run.
 #
 #   make [ARCH=x86_64|arm64] [CROSS=aarch64-linux-gnu-] [SANITIZE=address,undefined]
-#   make test | bench | install PREFIX=/usr/local | clean
+#   make test | bench | check-networks | install PREFIX=/usr/local | clean
 
 HOST_ARCH := $(shell uname -m | sed -e 's/aarch64/arm64/')
 ARCH ?= $(HOST_ARCH)
@@ -56,6 +56,11 @@ LIB_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(LIB_SRC)) $(patsubst %.S,$(BUILD)
 SHARED := $(BUILD)/lib/libgemmkit.so
 STATIC := $(BUILD)/lib/libgemmkit.a
 
+# The network runner: a client of the public API (net/), the gk-infer program around it.
+NET_SRC := $(filter-out net/gk_infer.cpp,$(wildcard net/*.cpp))
+NET_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(NET_SRC))
+INFER := $(BUILD)/bin/gk-infer
+
 TEST_SRC := $(wildcard test/*.cpp)
 TEST_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRC))
 TEST_BIN := $(BUILD)/test/gemmkit_tests
@@ -64,8 +69,8 @@ TEST_HELPERS := $(BUILD)/test/shared_xerbla_override $(BUILD)/test/shared_cblas_
 GTEST_DIR ?= /usr/src/googletest/googletest
 GTEST_OBJ := $(BUILD)/obj/gtest/gtest-all.o
 
-.PHONY: all test check-test bench install clean deps-test deps-bench
-all: $(SHARED) $(STATIC)
+.PHONY: all test check-test bench check-networks install clean deps-test deps-bench
+all: $(SHARED) $(STATIC) $(INFER)
 
 $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
@@ -74,6 +79,11 @@ $(BUILD)/obj/%.o: %.cpp
 # The Winograd transforms are sums of products with constant coefficients: contracting
 # them into FMAs halves their instruction count (and rounds once instead of twice).
 $(BUILD)/obj/src/conv/algo_winograd.o: CXXFLAGS += -ffp-contract=fast
+
+$(BUILD)/obj/net/%.o: CPPFLAGS += -I.
+$(INFER): $(BUILD)/obj/net/gk_infer.o $(NET_OBJ) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CXX) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/obj/%.o: %.S
 	@mkdir -p $(dir $@)
@@ -98,10 +108,10 @@ $(GTEST_OBJ): $(GTEST_DIR)/src/gtest-all.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O1 -I$(GTEST_DIR)/include -I$(GTEST_DIR) $(SANFLAGS) -c $< -o $@
 
-$(BUILD)/obj/test/%.o: CPPFLAGS += -I$(GTEST_DIR)/include
-$(TEST_BIN): $(TEST_OBJ) $(GTEST_OBJ) $(STATIC)
+$(BUILD)/obj/test/%.o: CPPFLAGS += -I$(GTEST_DIR)/include -I.
+$(TEST_BIN): $(TEST_OBJ) $(GTEST_OBJ) $(NET_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CXX) $(LDFLAGS) -o $@ $(TEST_OBJ) $(GTEST_OBJ) $(STATIC) $(LDLIBS)
+	$(CXX) $(LDFLAGS) -o $@ $(TEST_OBJ) $(GTEST_OBJ) $(NET_OBJ) $(STATIC) $(LDLIBS)
 
 $(BUILD)/test/shared_%: test/programs/%.c $(SHARED)
 	@mkdir -p $(dir $@)
@@ -120,7 +130,7 @@ endif
 test: deps-test
 	@$(MAKE) --no-print-directory check-test
 
-check-test: $(TEST_BIN) $(TEST_HELPERS)
+check-test: $(TEST_BIN) $(TEST_HELPERS) $(INFER)
 	@GEMMKIT_TEST_HELPERS=$(BUILD)/test GEMMKIT_TEST_RUNNER="$(if $(filter-out $(HOST_ARCH),$(ARCH)),$(QEMU))" \
 	  scripts/run-tests.sh $(TEST_RUNS)
 
@@ -140,8 +150,13 @@ $(BENCH_CONV_BIN): $(BUILD)/obj/perf/bench_conv.o $(STATIC)
 	$(CXX) $(LDFLAGS) -o $@ $^ -lbenchmark -ldnnl $(LDLIBS) -ldl
 
 bench: deps-bench
-	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BENCH_CONV_BIN)
-	@scripts/bench.sh $(BENCH_BIN) $(BENCH_CONV_BIN) $(BUILD)/bench
+	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BENCH_CONV_BIN) $(INFER)
+	@scripts/bench.sh $(BENCH_BIN) $(BENCH_CONV_BIN) $(INFER) $(BUILD)/bench
+
+# The five networks end to end against PyTorch on the same weights (make bench runs it too).
+check-networks: deps-bench
+	@$(MAKE) --no-print-directory $(INFER)
+	@scripts/networks.py check $(INFER) $(BUILD)/networks
 
 deps-bench:
 	@scripts/install-deps.sh bench $(ARCH)
@@ -161,4 +176,4 @@ install: all
 clean:
 	rm -rf build build-* 
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(wildcard $(BUILD)/obj/perf/*.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(NET_OBJ:.o=.d) $(BUILD)/obj/net/gk_infer.d $(wildcard $(BUILD)/obj/perf/*.d)

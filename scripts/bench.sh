@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Runs the GEMM and the convolution comparisons and leaves tables, CSVs and the plot in
-# the output folder. Usage: scripts/bench.sh BENCH_GEMM BENCH_CONV OUT_DIR [extra flags]
+# Runs the GEMM, convolution and whole-network comparisons and leaves tables, CSVs and the
+# plot in the output folder.
+# Usage: scripts/bench.sh BENCH_GEMM BENCH_CONV GK_INFER OUT_DIR [extra flags for the first two]
 set -euo pipefail
-gemm=$1 conv=$2 out=$3
-shift 3
+gemm=$1 conv=$2 infer=$3 out=$4
+shift 4
 mkdir -p "$out"
 # Each measurement's console line goes to a log; the summary tables to the terminal.
 run() {
@@ -17,3 +18,8 @@ run "$gemm" gemm.log "# gemmkit vs OpenBLAS" "$@"
 echo
 run "$conv" conv.log "# Convolution layers" "$@"
 echo "per-layer convolution table: $out/conv.md"
+echo
+# The networks: first their logits against PyTorch's, then their speed.
+scripts/networks.py check "$infer" "$out/networks" --batches 1,4
+echo
+scripts/networks.py bench "$infer" "$out/networks"

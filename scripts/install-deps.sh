@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gemmkit needs that are missing. Idempotent and quiet when
-# everything is present. Usage: scripts/install-deps.sh {build|test|bench} [x86_64|arm64]
+# everything is present. Usage: scripts/install-deps.sh {build|test|bench-libs|bench} [x86_64|arm64]
+# bench-libs: what the benchmark programs link (the C++ peers); bench: that and PyTorch.
 set -euo pipefail
 what=${1:-test}
 arch=${2:-$(uname -m | sed -e 's/aarch64/arm64/')}
@@ -10,9 +11,11 @@ pkgs=(g++ make pkg-config libcpuinfo-dev)
 case "$what" in
   build) ;;
   test) pkgs+=(googletest libgtest-dev) ;;
-  bench) pkgs+=(libbenchmark-dev libopenblas-dev libdnnl-dev gnuplot-nox) ;;
-  *) echo "install-deps: unknown target '$what' (build, test or bench)" >&2; exit 2 ;;
+  bench-libs | bench) pkgs+=(libbenchmark-dev libopenblas-dev libdnnl-dev gnuplot-nox) ;;
+  *) echo "install-deps: unknown target '$what' (build, test, bench-libs or bench)" >&2; exit 2 ;;
 esac
+# PyTorch (a large download) is the whole-network reference: bench only, never test.
+[ "$what" = bench ] && pkgs+=(python3-torch python3-torchvision python3-numpy)
 if [ "$arch" != "$host" ]; then
   pkgs+=(g++-aarch64-linux-gnu qemu-user googletest)
 fi

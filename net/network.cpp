@@ -1,0 +1,337 @@
+// Building a network: a layout and a buffer for every tensor, a plan for every conv; then
+// running the operations in order.
+#include "net/network.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+namespace gknet {
+namespace {
+
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<float[], FreeDeleter>;
+
+float* aligned_floats(int64_t count) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 64, size_t(std::max<int64_t>(count, 16)) * sizeof(float)) != 0) return nullptr;
+  return static_cast<float*>(p);
+}
+
+int64_t channel_block(gk_layout layout) {
+  switch (layout) {
+    case GK_LAYOUT_NCHW4: return 4;
+    case GK_LAYOUT_NCHW8: return 8;
+    case GK_LAYOUT_NCHW16: return 16;
+    default: return 1;
+  }
+}
+
+struct ConvPlan {
+  gk_conv_plan* plan = nullptr;
+  ~ConvPlan() { gk_conv_plan_destroy(plan); }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+struct Network::Impl {
+  const Model* model = nullptr;
+  int64_t batch = 0;
+  BuildOptions options;
+  std::vector<gk_layout> layouts;    // per tensor (flat tensors: NCHW)
+  std::vector<int> buffer_of;        // per tensor: index into buffers, -1 for the caller's input
+  std::vector<int64_t> capacity;     // per buffer, floats
+  std::vector<Buffer> buffers;
+  std::vector<std::unique_ptr<ConvPlan>> plans;  // per op (null for non-conv ops)
+  std::vector<Buffer> fc_inputs;     // per op: a contiguous copy of a padded fc input, or null
+  // Per op, the argument arrays of concat and split, filled once the buffers exist.
+  std::vector<std::vector<gk_tensor_desc>> part_descs;
+  std::vector<std::vector<const float*>> part_inputs;
+  std::vector<std::vector<float*>> part_outputs;
+  const float* input = nullptr;      // during a run
+
+  int64_t floats(int t) const {
+    const TensorShape& s = model->tensors[size_t(t)];
+    return s.flat ? batch * s.c : gk_tensor_size(layouts[size_t(t)], batch, s.c, s.h, s.w);
+  }
+  gk_tensor_desc desc(int t) const {
+    const TensorShape& s = model->tensors[size_t(t)];
+    return {batch, s.c, s.h, s.w, layouts[size_t(t)]};
+  }
+  float* data(int t) const { return buffers[size_t(buffer_of[size_t(t)])].get(); }
+  const float* cdata(int t) const { return buffer_of[size_t(t)] < 0 ? input : data(t); }
+
+  // A flat tensor in the layout's memory is a plain batch x features matrix when the
+  // channels fill whole blocks (or there are no blocks).
+  bool features_in_place(int t) const {
+    const TensorShape& s = model->tensors[size_t(t)];
+    const gk_layout l = layouts[size_t(t)];
+    if (s.flat || l == GK_LAYOUT_NCHW) return true;
+    return s.h == 1 && s.w == 1 && s.c % channel_block(l) == 0;
+  }
+
+  bool assign_layouts(std::string* error);
+  void assign_buffers();
+  bool allocate(std::string* error);
+  bool make_plans(std::string* error);
+  bool run_op(size_t i, std::string* error);
+};
+
+// Every image tensor in the chosen layout, except the input, which stays NCHW: the convs
+// that read it take GK_CONV_FLAG_NCHW_INPUT (an RGB image is not padded to a block).
+bool Network::Impl::assign_layouts(std::string* error) {
+  layouts.assign(model->tensors.size(), options.layout);
+  layouts[0] = GK_LAYOUT_NCHW;
+  for (const Op& op : model->ops) {
+    for (int t : op.in)
+      if (t == 0 && op.kind != OpKind::Conv) {
+        *error = std::string("the input feeds a ") + op_name(op.kind) + "; only convolutions may read it";
+        return false;
+      }
+    if (op.residual == 0) {
+      *error = "the input cannot be a conv's add= tensor";
+      return false;
+    }
+  }
+  for (size_t t = 0; t < model->tensors.size(); ++t)
+    if (model->tensors[t].flat) layouts[t] = GK_LAYOUT_NCHW;
+  return true;
+}
+
+// Liveness: a buffer returns to the free list after the last op that reads any tensor in
+// it. Outputs are assigned before the op's inputs are released, so an op never writes a
+// buffer it reads, except for the aliases chosen on purpose (in-place residual and add,
+// flatten of a tensor already in feature order).
+void Network::Impl::assign_buffers() {
+  const size_t tensors = model->tensors.size();
+  // The last op that reads each tensor; an output nobody reads dies where it is made.
+  std::vector<size_t> last_use(tensors, 0);
+  for (size_t i = 0; i < model->ops.size(); ++i) {
+    const Op& op = model->ops[i];
+    for (int t : op.out) last_use[size_t(t)] = i;
+    for (int t : op.in) last_use[size_t(t)] = i;
+    if (op.residual >= 0) last_use[size_t(op.residual)] = i;
+  }
+  last_use[size_t(model->output)] = std::numeric_limits<size_t>::max();
+
+  buffer_of.assign(tensors, -1);
+  std::vector<int> tenants;  // per buffer: the live tensors it holds
+  std::vector<int> free_list;
+  auto take = [&](int t) {
+    const int64_t need = floats(t);
+    int best = -1;
+    for (int b : free_list)  // the smallest that fits, else the largest (grown)
+      if (best < 0 || (capacity[size_t(b)] >= need
+                           ? capacity[size_t(best)] < need || capacity[size_t(b)] < capacity[size_t(best)]
+                           : capacity[size_t(best)] < need && capacity[size_t(b)] > capacity[size_t(best)]))
+        best = b;
+    if (best < 0) {
+      best = int(capacity.size());
+      capacity.push_back(0);
+      tenants.push_back(0);
+    } else {
+      free_list.erase(std::find(free_list.begin(), free_list.end(), best));
+    }
+    capacity[size_t(best)] = std::max(capacity[size_t(best)], need);
+    return best;
+  };
+  auto share = [&](int t, int from) {
+    buffer_of[size_t(t)] = buffer_of[size_t(from)];
+    ++tenants[size_t(buffer_of[size_t(t)])];
+  };
+  auto dies_here = [&](int t, size_t i) { return t != 0 && last_use[size_t(t)] == i; };
+  auto sole_tenant = [&](int t) { return tenants[size_t(buffer_of[size_t(t)])] == 1; };
+
+  for (size_t i = 0; i < model->ops.size(); ++i) {
+    const Op& op = model->ops[i];
+    const int y = op.out.empty() ? -1 : op.out[0];
+    if (op.kind == OpKind::Conv && op.residual >= 0 && dies_here(op.residual, i) && op.residual != op.in[0] &&
+        sole_tenant(op.residual)) {
+      share(y, op.residual);
+    } else if (op.kind == OpKind::Add && dies_here(op.in[0], i) && sole_tenant(op.in[0])) {
+      share(y, op.in[0]);
+    } else if (op.kind == OpKind::Add && dies_here(op.in[1], i) && sole_tenant(op.in[1])) {
+      share(y, op.in[1]);
+    } else if (op.kind == OpKind::Flatten && op.in[0] != 0 && features_in_place(op.in[0])) {
+      share(y, op.in[0]);
+    } else {
+      for (int t : op.out) {
+        buffer_of[size_t(t)] = take(t);
+        ++tenants[size_t(buffer_of[size_t(t)])];
+      }
+    }
+    std::vector<int> released = op.in;
+    if (op.residual >= 0) released.push_back(op.residual);
+    released.insert(released.end(), op.out.begin(), op.out.end());
+    std::sort(released.begin(), released.end());
+    released.erase(std::unique(released.begin(), released.end()), released.end());
+    for (int t : released) {
+      if (!dies_here(t, i)) continue;
+      const int b = buffer_of[size_t(t)];
+      if (--tenants[size_t(b)] == 0) free_list.push_back(b);
+    }
+  }
+}
+
+bool Network::Impl::allocate(std::string* error) {
+  for (int64_t c : capacity) {
+    buffers.emplace_back(aligned_floats(c));
+    if (!buffers.back()) {
+      *error = "out of memory for the network's tensors (" + std::to_string(c * 4) + " bytes)";
+      return false;
+    }
+  }
+  fc_inputs.resize(model->ops.size());
+  for (size_t i = 0; i < model->ops.size(); ++i) {
+    const Op& op = model->ops[i];
+    if (op.kind != OpKind::FullyConnected || features_in_place(op.in[0])) continue;
+    fc_inputs[i].reset(aligned_floats(batch * model->tensors[size_t(op.in[0])].c));
+    if (!fc_inputs[i]) return *error = "out of memory for a fully connected input", false;
+  }
+  part_descs.resize(model->ops.size()), part_inputs.resize(model->ops.size()), part_outputs.resize(model->ops.size());
+  for (size_t i = 0; i < model->ops.size(); ++i) {
+    const Op& op = model->ops[i];
+    if (op.kind == OpKind::Concat)
+      for (int t : op.in) part_descs[i].push_back(desc(t)), part_inputs[i].push_back(data(t));
+    if (op.kind == OpKind::Split)
+      for (int t : op.out) part_outputs[i].push_back(data(t));
+  }
+  return true;
+}
+
+bool Network::Impl::make_plans(std::string* error) {
+  plans.resize(model->ops.size());
+  for (size_t i = 0; i < model->ops.size(); ++i) {
+    const Op& op = model->ops[i];
+    if (op.kind != OpKind::Conv) continue;
+    gk_conv_desc d = op.conv;
+    d.batch = batch;
+    d.layout = options.layout;
+    d.flags = options.conv_flags;
+    if (op.in[0] == 0 && options.layout != GK_LAYOUT_NCHW) d.flags |= GK_CONV_FLAG_NCHW_INPUT;
+    if (op.residual >= 0) d.flags |= GK_CONV_FLAG_ADD_TO_OUTPUT;
+    plans[i].reset(new ConvPlan);
+    const gk_status s = gk_conv_plan_create(&d, op.weights.data(), op.bias.empty() ? nullptr : op.bias.data(),
+                                            options.algo, &plans[i]->plan);
+    if (s != GK_OK) {
+      *error = "conv on model line " + std::to_string(op.line) + ": " + gk_status_string(s) + ": " + gk_last_error();
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Network::Impl::run_op(size_t i, std::string* error) {
+  const Op& op = model->ops[i];
+  const int x = op.in[0], y = op.out[0];
+  gk_status s = GK_OK;
+  switch (op.kind) {
+    case OpKind::Conv:
+      if (op.residual >= 0 && buffer_of[size_t(op.residual)] != buffer_of[size_t(y)])
+        std::memcpy(data(y), cdata(op.residual), size_t(floats(y)) * sizeof(float));
+      s = gk_conv_run(plans[i]->plan, cdata(x), data(y));
+      break;
+    case OpKind::MaxPool:
+    case OpKind::AvgPool: {
+      const gk_tensor_desc t = desc(x);
+      s = gk_pool2d(&t, &op.pool, cdata(x), data(y));
+      break;
+    }
+    case OpKind::GlobalAvgPool: {
+      const gk_tensor_desc t = desc(x);
+      s = gk_global_avg_pool(&t, cdata(x), data(y));
+      break;
+    }
+    case OpKind::Add: {
+      const gk_tensor_desc t = desc(y);
+      s = gk_add(&t, cdata(op.in[0]), cdata(op.in[1]), data(y), op.act);
+      break;
+    }
+    case OpKind::Concat: {
+      const gk_tensor_desc out = desc(y);
+      s = gk_concat_channels(int(op.in.size()), part_descs[i].data(), part_inputs[i].data(), &out, data(y));
+      break;
+    }
+    case OpKind::Split: {
+      const gk_tensor_desc in = desc(x);
+      s = gk_split_channels(&in, cdata(x), int(op.out.size()), op.channels.data(), part_outputs[i].data());
+      break;
+    }
+    case OpKind::Shuffle: {
+      const gk_tensor_desc t = desc(x);
+      s = gk_channel_shuffle(&t, op.groups, cdata(x), data(y));
+      break;
+    }
+    case OpKind::Flatten: {
+      if (buffer_of[size_t(x)] == buffer_of[size_t(y)]) break;  // already in feature order
+      const TensorShape& t = model->tensors[size_t(x)];
+      s = gk_convert_layout(cdata(x), layouts[size_t(x)], data(y), GK_LAYOUT_NCHW, batch, t.c, t.h, t.w);
+      break;
+    }
+    case OpKind::FullyConnected: {
+      const TensorShape& t = model->tensors[size_t(x)];
+      const float* features = cdata(x);
+      if (fc_inputs[i]) {
+        s = gk_convert_layout(features, layouts[size_t(x)], fc_inputs[i].get(), GK_LAYOUT_NCHW, batch, t.c, 1, 1);
+        features = fc_inputs[i].get();
+      }
+      if (s == GK_OK)
+        s = gk_fully_connected(batch, t.c, op.features, features, op.weights.data(),
+                               op.bias.empty() ? nullptr : op.bias.data(), op.act, data(y));
+      break;
+    }
+  }
+  if (s != GK_OK) {
+    *error = std::string(op_name(op.kind)) + " on model line " + std::to_string(op.line) + ": " +
+             gk_status_string(s) + ": " + gk_last_error();
+    return false;
+  }
+  return true;
+}
+
+Network::Network() : impl_(new Impl) {}
+Network::~Network() = default;
+
+bool Network::build(const Model& model, int64_t batch, const BuildOptions& options, std::string* error) {
+  impl_.reset(new Impl);
+  Impl& m = *impl_;
+  m.model = &model;
+  m.batch = batch;
+  m.options = options;
+  if (batch < 1 || batch > (int64_t(1) << 20)) return *error = "batch out of range", false;
+  if (model.output < 0) return *error = "the model has no output", false;
+  if (!m.assign_layouts(error)) return false;
+  m.assign_buffers();
+  return m.allocate(error) && m.make_plans(error);
+}
+
+bool Network::run(const float* input, float* logits, std::string* error, RunProfile* profile) {
+  Impl& m = *impl_;
+  m.input = input;
+  for (size_t i = 0; i < m.model->ops.size(); ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!m.run_op(i, error)) return false;
+    if (profile) (m.model->ops[i].kind == OpKind::Conv ? profile->conv_s : profile->other_s) += seconds_since(t0);
+  }
+  std::memcpy(logits, m.cdata(m.model->output), size_t(m.floats(m.model->output)) * sizeof(float));
+  return true;
+}
+
+int64_t Network::output_features() const { return impl_->model->tensors[size_t(impl_->model->output)].c; }
+
+std::vector<std::string> Network::conv_algorithms() const {
+  std::vector<std::string> names;
+  for (const auto& p : impl_->plans)
+    if (p) names.push_back(gk_conv_plan_algo_name(p->plan));
+  return names;
+}
+
+}  // namespace gknet

@@ -1,0 +1,52 @@
+// A model made runnable: one convolution plan per conv, the other operations as gemmkit
+// calls, and the tensors' memory. A client of the public C API only (no library internals),
+// as an inference engine built on gemmkit would be.
+//
+// Memory: tensors share buffers by liveness (a buffer is reused once every reader of its
+// tensor has run), which keeps the working set small; a residual join takes over its
+// shortcut's buffer when the conv is the shortcut's last reader (the conv then adds in
+// place, GK_CONV_FLAG_ADD_TO_OUTPUT), and so does an add of its first dying operand.
+// Everything is allocated when the network is built: a run allocates nothing of its own.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gemmkit.h"
+#include "net/model.h"
+
+namespace gknet {
+
+struct BuildOptions {
+  gk_layout layout = GK_LAYOUT_NCHW8;  // of every image tensor after the input
+  gk_conv_algo algo = GK_CONV_ALGO_AUTO;
+  uint32_t conv_flags = 0;  // e.g. GK_CONV_FLAG_HIGH_ACCURACY
+};
+
+// Seconds spent per kind of operation in one run (when asked for).
+struct RunProfile {
+  double conv_s = 0, other_s = 0;
+};
+
+class Network {
+ public:
+  Network();
+  ~Network();
+  Network(const Network&) = delete;
+  Network& operator=(const Network&) = delete;
+
+  // Plans every operation of `model` for `batch` images. false with a message on error.
+  bool build(const Model& model, int64_t batch, const BuildOptions& options, std::string* error);
+  // input: batch x C x H x W floats in NCHW; logits: batch x output features.
+  bool run(const float* input, float* logits, std::string* error, RunProfile* profile = nullptr);
+  int64_t output_features() const;
+  // The algorithm each conv runs, in order ("winograd_f43", ...), for reports.
+  std::vector<std::string> conv_algorithms() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gknet

@@ -1,0 +1,223 @@
+#!/usr/bin/python3
+"""Whole networks against PyTorch: gk-infer on models exported from torchvision's
+definitions (scripts/export_torchvision.py), PyTorch on the same weights and input.
+
+    scripts/networks.py check GK_INFER WORK_DIR [--nets a,b] [--batches 1,4]
+    scripts/networks.py bench GK_INFER WORK_DIR [--nets a,b] [--threads 1,2] [--rounds R]
+
+check: the logits agree, max |diff| <= 1e-4 x max |logit| with --high-accuracy (no
+Winograd F(4x4)/F(6x6)) and <= 1e-3 x max |logit| with AUTO, in NCHW8 and NCHW. Exits
+non-zero on any failure; prints "N passed, N failed".
+bench: median milliseconds of a whole forward pass (batch 1, 3x224x224), gemmkit NCHW8
+FASTRUN (profiled once, then cached) against PyTorch eager and TorchScript frozen +
+optimize_for_inference, measured in the same run, round by round in turn; writes
+WORK_DIR/networks.md and networks.csv.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_torchvision as ex  # noqa: E402
+
+SEED = 1
+
+
+def model_file(work, name, model):
+    path = os.path.join(work, f"{name}.gk")
+    if not os.path.exists(path) or os.path.getmtime(path) < os.path.getmtime(ex.__file__):
+        with open(path, "wb") as f:
+            f.write(ex.export(name, model))
+    return path
+
+
+def input_batch(batch, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(batch, 3, 224, 224, generator=g)
+
+
+def gk_infer(binary, model_path, in_path, out_path, args, env=None):
+    cmd = [binary, model_path, "--input", in_path] + (["--output", out_path] if out_path else []) + args
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
+    return r.stdout
+
+
+def check(a):
+    passed = failed = 0
+    print("| network | batch | mode | layout | max abs diff / max abs logit | bound | result |")
+    print("|---|---|---|---|---|---|---|")
+    for name in a.nets:
+        model = ex.build_model(name, SEED)
+        path = model_file(a.work, name, model)
+        for batch in a.batches:
+            x = input_batch(batch, 100 + batch)
+            with torch.no_grad():
+                ref = model(x).numpy()
+            in_path = os.path.join(a.work, f"in{batch}.npy")
+            out_path = os.path.join(a.work, f"{name}.out{batch}.npy")
+            np.save(in_path, x.numpy())
+            for mode, flags, bound in (("high-accuracy", ["--high-accuracy"], 1e-4), ("auto", [], 1e-3)):
+                for layout in ("NCHW8", "NCHW"):
+                    try:
+                        gk_infer(a.gk_infer, path, in_path, out_path, ["--layout", layout] + flags)
+                        got = np.load(out_path)
+                        rel = float(np.abs(got - ref).max() / np.abs(ref).max()) if got.shape == ref.shape else float("inf")
+                    except RuntimeError as e:
+                        print(e, file=sys.stderr)
+                        rel = float("inf")
+                    ok = rel <= bound
+                    passed, failed = passed + ok, failed + (not ok)
+                    print(f"| {name} | {batch} | {mode} | {layout} | {rel:.2e} | {bound:.0e} | {'ok' if ok else 'FAIL'} |",
+                          flush=True)
+    print(f"networks: {passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+def torch_median_ms(fn, x, reps):
+    times = []
+    with torch.no_grad():
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn(x)
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def basic_block_models(work):
+    """A ResNet basic block (64 channels, 56x56) after a stem conv, with its residual join
+    fused into the second conv, and as conv + a separate add: the two model files."""
+    torch.manual_seed(3)
+    stem = torch.nn.Conv2d(3, 64, 3, stride=4, padding=1)
+    conv1, conv2 = torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.Conv2d(64, 64, 3, padding=1)
+    paths = []
+    for fused in (True, False):
+        w = ex.Writer("basic_block", 224)
+        x = w.conv(0, stem, act="relu")
+        y = w.conv(x, conv1, act="relu")
+        if fused:
+            y = w.conv(y, conv2, act="relu", add=x)
+        else:
+            y = w.add(w.conv(y, conv2), x, act="relu")
+        path = os.path.join(work, f"basic_block_{'fused' if fused else 'separate'}.gk")
+        with open(path, "wb") as f:
+            f.write(w.finish(w.fc(w.flatten(w.adaptive_avgpool(y, 1)), torch.nn.Linear(64, 10))))
+        paths.append(path)
+    return paths
+
+
+def bench_basic_block(a, in_path, env):
+    """Rows: the fused and separate block's time, interleaved, and the add's own time."""
+    fused, separate = basic_block_models(a.work)
+    lines = []
+    for threads in a.threads:
+        args = ["--threads", str(threads), "--layout", "NCHW8", "--algo", "fastrun"]
+        for path in (fused, separate):
+            gk_infer(a.gk_infer, path, in_path, None, args, env)
+        runs = {fused: [], separate: []}
+        other = []
+        for _ in range(a.rounds):
+            for path in (fused, separate):
+                out = gk_infer(a.gk_infer, path, in_path, None, args + ["--time", "--rounds", str(4 * a.reps)], env)
+                fields = dict(kv.split("=") for line in out.split("\n") for kv in line.split() if "=" in kv)
+                runs[path].append(float(fields["median_ms"]))
+                if path == separate:
+                    other.append(float(fields["other_ms"]))
+        m = statistics.median
+        lines.append(f"| {threads} | {m(runs[fused]):.3f} | {m(runs[separate]):.3f} | "
+                     f"{m(runs[separate]) - m(runs[fused]):.3f} | {m(other):.3f} |")
+    return ["", "## Residual fusion: a ResNet basic block (64 channels, 56x56, after a stem conv)", "",
+            "fused: the join in the second conv's epilogue (GK_CONV_FLAG_ADD_TO_OUTPUT); separate: conv, then "
+            "gk_add with ReLU. Whole-model median ms; 'add + pool + fc' is the separate model's time outside "
+            "convolutions.", "",
+            "| threads | fused ms | separate ms | saved ms | add + pool + fc ms |", "|---|---|---|---|---|"] + lines
+
+
+def bench(a):
+    env = dict(os.environ, GEMMKIT_FASTRUN_CACHE=os.path.join(a.work, "fastrun.cache"))
+    x = input_batch(1, 7)
+    in_path = os.path.join(a.work, "in1.npy")
+    np.save(in_path, x.numpy())
+    rows = []
+    for name in a.nets:
+        model = ex.build_model(name, SEED)
+        path = model_file(a.work, name, model)
+        with torch.no_grad():
+            frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model, x)))
+        for threads in a.threads:
+            torch.set_num_threads(threads)
+            gk_args = ["--threads", str(threads), "--layout", "NCHW8", "--algo", "fastrun"]
+            gk_infer(a.gk_infer, path, in_path, None, gk_args, env)  # profiles into the cache
+            with torch.no_grad():  # warm up both PyTorch modes
+                model(x), frozen(x), frozen(x)
+            gk, conv, other, eager, ofi = [], [], [], [], []
+            for _ in range(a.rounds):  # each round measures all three, in turn
+                out = gk_infer(a.gk_infer, path, in_path, None, gk_args + ["--time", "--rounds", str(a.reps)], env)
+                fields = dict(kv.split("=") for line in out.split("\n") for kv in line.split() if "=" in kv)
+                gk.append(float(fields["median_ms"]))
+                conv.append(float(fields["conv_ms"]))
+                other.append(float(fields["other_ms"]))
+                eager.append(torch_median_ms(model, x, a.reps))
+                ofi.append(torch_median_ms(frozen, x, a.reps))
+            m = statistics.median
+            row = dict(net=name, threads=threads, gemmkit_ms=m(gk), conv_ms=m(conv), other_ms=m(other),
+                       eager_ms=m(eager), ofi_ms=m(ofi), best_gemmkit_ms=min(gk))
+            row["vs_best_torch"] = row["gemmkit_ms"] / min(row["eager_ms"], row["ofi_ms"])
+            row["outside_conv"] = row["other_ms"] / row["gemmkit_ms"]
+            rows.append(row)
+            print(f"{name} threads={threads}: gemmkit {row['gemmkit_ms']:.2f} ms (conv {row['conv_ms']:.2f}, other "
+                  f"{row['other_ms']:.2f}), PyTorch eager {row['eager_ms']:.2f}, optimize_for_inference "
+                  f"{row['ofi_ms']:.2f}: {row['vs_best_torch']:.2f}x the faster PyTorch", flush=True)
+    with open(os.path.join(a.work, "networks.csv"), "w") as f:
+        keys = list(rows[0].keys())
+        f.write(",".join(keys) + "\n")
+        for r in rows:
+            f.write(",".join(str(r[k]) for k in keys) + "\n")
+    lines = ["# Whole networks: gemmkit vs PyTorch " + torch.__version__,
+             "",
+             f"Batch 1, 3x224x224, median ms of {a.rounds} rounds x {a.reps} passes, each round measuring all "
+             "three in turn. gemmkit: gk-infer, NCHW8, FASTRUN (profile cached); PyTorch: eager NCHW, and "
+             "TorchScript frozen + optimize_for_inference. ratio = gemmkit / the faster PyTorch (< 1: gemmkit "
+             "faster); outside conv = share of gemmkit's time in the other operations.",
+             "",
+             "| network | threads | gemmkit ms | best round | conv ms | other ms | outside conv | PyTorch eager ms "
+             "| PyTorch optimize_for_inference ms | ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['net']} | {r['threads']} | {r['gemmkit_ms']:.2f} | {r['best_gemmkit_ms']:.2f} | "
+                     f"{r['conv_ms']:.2f} | {r['other_ms']:.2f} | {100 * r['outside_conv']:.1f}% | {r['eager_ms']:.2f} | "
+                     f"{r['ofi_ms']:.2f} | {r['vs_best_torch']:.2f} |")
+    lines += bench_basic_block(a, in_path, env)
+    with open(os.path.join(a.work, "networks.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("mode", choices=("check", "bench"))
+    p.add_argument("gk_infer")
+    p.add_argument("work")
+    p.add_argument("--nets", default=",".join(ex.NETWORKS))
+    p.add_argument("--batches", default="1,4")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--reps", type=int, default=5)
+    a = p.parse_args()
+    a.nets = a.nets.split(",")
+    a.batches = [int(b) for b in a.batches.split(",")]
+    a.threads = [int(t) for t in a.threads.split(",")]
+    os.makedirs(a.work, exist_ok=True)
+    return check(a) if a.mode == "check" else bench(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
