@@ -355,7 +355,7 @@ TEST(Ops, GlobalAvgPool) {
 
 // Planes large enough for 2 threads (and NHWC's lane chunks): same results as one thread.
 TEST(Ops, GlobalAvgPoolLarge) {
-  const gk_tensor_desc s = {2, 136, 28, 29, GK_LAYOUT_NCHW};
+  const gk_tensor_desc s = {2, 136, 36, 37, GK_LAYOUT_NCHW};  // planes of several sum blocks
   const std::vector<float> x = random_vector(nchw_floats(s), 4, 0.0f, 1.0f);
   for (gk_layout l : kLayouts) {
     const gk_tensor_desc in = desc(s.n, s.c, s.h, s.w, l), out = desc(s.n, s.c, 1, 1, l);

@@ -286,22 +286,32 @@ void run_pool(const PoolGeometry& g, const Blocked& in, const Blocked& out, cons
 
 // ---------------------------------------------------------------- global average
 
+// Sums run in blocks of this many pixels, added up at the end: the rounding error bound
+// grows with the block length plus the block count rather than with the plane's size.
+constexpr int64_t kSumBlock = 256;
+
 // The mean of `pixels` pixels `lanes` floats apart, for lanes [0, N * |V|). Even and odd
 // pixels sum apart: two addition chains instead of one.
 template <typename V, int N>
 GK_INLINE void mean_pixels(const float* x, int64_t pixels, int64_t lanes, float* y) {
   constexpr int64_t kWidth = sizeof(V) / sizeof(float);
-  V even[N], odd[N];
-  for (int k = 0; k < N; ++k) even[k] = odd[k] = splat<V>(0.0f);
-  int64_t p = 0;
-  for (; p + 2 <= pixels; p += 2)
-    for (int k = 0; k < N; ++k) {
-      even[k] += load<V>(x + p * lanes + k * kWidth);
-      odd[k] += load<V>(x + (p + 1) * lanes + k * kWidth);
-    }
-  if (p < pixels)
-    for (int k = 0; k < N; ++k) even[k] += load<V>(x + p * lanes + k * kWidth);
-  for (int k = 0; k < N; ++k) store(y + k * kWidth, (even[k] + odd[k]) / splat<V>(float(pixels)));
+  V total[N];
+  for (int k = 0; k < N; ++k) total[k] = splat<V>(0.0f);
+  for (int64_t p0 = 0; p0 < pixels; p0 += kSumBlock) {
+    const int64_t p1 = std::min(pixels, p0 + kSumBlock);
+    V even[N], odd[N];
+    for (int k = 0; k < N; ++k) even[k] = odd[k] = splat<V>(0.0f);
+    int64_t p = p0;
+    for (; p + 2 <= p1; p += 2)
+      for (int k = 0; k < N; ++k) {
+        even[k] += load<V>(x + p * lanes + k * kWidth);
+        odd[k] += load<V>(x + (p + 1) * lanes + k * kWidth);
+      }
+    if (p < p1)
+      for (int k = 0; k < N; ++k) even[k] += load<V>(x + p * lanes + k * kWidth);
+    for (int k = 0; k < N; ++k) total[k] += even[k] + odd[k];
+  }
+  for (int k = 0; k < N; ++k) store(y + k * kWidth, total[k] / splat<V>(float(pixels)));
 }
 
 // Lanes [0, count) of a blocked image's block (count <= kGlobalChunk): 16 at a time, 8, 4, 1.
@@ -313,17 +323,23 @@ GK_INLINE void mean_lanes_body(const float* x, int64_t pixels, int64_t lanes, in
   for (; l < count; ++l) mean_pixels<float, 1>(x + l, pixels, lanes, y + l);
 }
 
-// The mean of a contiguous plane (NCHW): four vector sums, then their lanes.
+// The mean of a contiguous plane (NCHW): four vector sums per block of kSumBlock * 4
+// floats, then their lanes.
 GK_INLINE float mean_plane_body(const float* x, int64_t count) {
-  v8 acc[4] = {};
-  int64_t i = 0;
-  for (; i + 32 <= count; i += 32)
-    for (int k = 0; k < 4; ++k) acc[k] += load8(x + i + 8 * k);
-  for (; i + 8 <= count; i += 8) acc[0] += load8(x + i);
-  const v8 s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  float sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  for (; i < count; ++i) sum += x[i];
-  return sum / float(count);
+  float total = 0.0f;
+  for (int64_t i0 = 0; i0 < count; i0 += 4 * kSumBlock) {
+    const int64_t i1 = std::min(count, i0 + 4 * kSumBlock);
+    v8 acc[4] = {};
+    int64_t i = i0;
+    for (; i + 32 <= i1; i += 32)
+      for (int k = 0; k < 4; ++k) acc[k] += load8(x + i + 8 * k);
+    for (; i + 8 <= i1; i += 8) acc[0] += load8(x + i);
+    const v8 s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    float sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; i < i1; ++i) sum += x[i];
+    total += sum;
+  }
+  return total / float(count);
 }
 
 void mean_lanes_baseline(const float* x, int64_t pixels, int64_t lanes, int64_t count, float* y) {
