@@ -128,7 +128,8 @@ gk_status gk_convert_layout(const float *src, gk_layout src_layout, float *dst,
  * (NCHW, NHWC, NCHW4/8/16), so a network stays in one layout from its first convolution to
  * its classifier. Each call validates its arguments (status, message in gk_last_error(),
  * nothing written on error) and runs on gk_get_num_threads() threads. In NCHWx the padded
- * channels of an output are written as zeros. */
+ * channels of an output are written as zeros, whatever the inputs' padding holds. Outputs
+ * must not overlap inputs, except where a call says otherwise (gk_add in place). */
 
 /* A 4-D activation tensor: its logical shape and its layout. */
 typedef struct {
@@ -138,11 +139,12 @@ typedef struct {
 
 typedef enum { GK_POOL_MAX = 0, GK_POOL_AVG } gk_pool_kind;
 
-/* 2-D pooling with PyTorch's semantics (MaxPool2d / AvgPool2d): padding on each side
- * (max pooling pads with -inf), ceil_mode (the last window may run past the padded input
- * but must start inside the input or the leading padding), and count_include_pad (average
- * pooling divides by the window clipped to the padded input, else by the elements inside
- * the input). */
+/* 2-D pooling with PyTorch's semantics (MaxPool2d / AvgPool2d, dilation 1): padding on
+ * each side, 0 to kernel / 2 (max pooling pads with -inf and propagates NaN), ceil_mode
+ * (the last window may run past the padded input but must start inside the input or the
+ * leading padding), and count_include_pad (average pooling divides by the window clipped
+ * to the padded input, else by the elements inside the input). The window must fit in the
+ * padded input. */
 typedef struct {
   gk_pool_kind kind;
   int64_t kernel_h, kernel_w, stride_h, stride_w;
@@ -184,7 +186,9 @@ gk_status gk_fully_connected(int64_t batch, int64_t in_features, int64_t out_fea
 /* Folds an inference batch norm y = gamma * (x - mean) / sqrt(var + eps) + beta that
  * follows a convolution (or fully connected layer) into its weights and bias, in place:
  * weights holds out_channels rows of weights_per_channel floats (OIHW: in/groups * kh * kw),
- * bias out_channels floats (set it to zeros for a layer without bias). */
+ * bias out_channels floats (set it to zeros for a layer without bias). eps must be finite
+ * and >= 0, every var[o] + eps finite and > 0; weights and bias must not overlap each
+ * other or the statistics. The scale is computed in double, each weight rounded once. */
 gk_status gk_fold_batch_norm(int64_t out_channels, int64_t weights_per_channel, float *weights, float *bias,
                              const float *gamma, const float *beta, const float *mean, const float *var,
                              float eps);
