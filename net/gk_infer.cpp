@@ -5,7 +5,8 @@
 //
 // IN.npy: float32 N x C x H x W (the model's C, H, W); OUT.npy: float32 N x classes.
 // --time runs the network R more times (default 10) and ends with the line `median_ms=X`,
-// after `conv_ms=X other_ms=Y` (the medians of the time in convolutions and in the rest).
+// after a line of per-operation medians (`conv_ms=X maxpool_ms=Y ...`) and the line
+// `conv_ms=X other_ms=Y` (the medians of the time in convolutions and in the rest).
 // Exit status: 0 done, 1 the model, input or a run failed (message on stderr), 2 bad usage.
 #include <algorithm>
 #include <chrono>
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
 
   if (args.time) {
     std::vector<double> total, conv, other;
+    std::vector<std::vector<double>> by_kind(int(gknet::OpKind::FullyConnected) + 1);
     for (int r = 0; r < args.rounds + 1; ++r) {  // one more warm-up after the first run
       gknet::RunProfile p;
       const auto t0 = std::chrono::steady_clock::now();
@@ -127,7 +129,11 @@ int main(int argc, char** argv) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (r == 0) continue;
       total.push_back(s * 1e3), conv.push_back(p.conv_s * 1e3), other.push_back(p.other_s * 1e3);
+      for (size_t k = 0; k < by_kind.size(); ++k) by_kind[k].push_back(p.by_kind_s[k] * 1e3);
     }
+    for (size_t k = 0; k < by_kind.size(); ++k)
+      if (median(by_kind[k]) > 0) std::printf("%s_ms=%.3f ", gknet::op_name(gknet::OpKind(k)), median(by_kind[k]));
+    std::printf("\n");
     std::printf("conv_ms=%.3f other_ms=%.3f\n", median(conv), median(other));
     std::printf("median_ms=%.3f\n", median(total));
   }

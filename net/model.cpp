@@ -158,9 +158,8 @@ class Builder {
   void body() {
     std::string line;
     while (r_.next_line(&line)) {
-      Fields f(line, r_);
-      const std::string& w = f.word();
-      if (w == "end") {
+      const std::string w = line.substr(0, line.find(' '));
+      if (line == "end") {
         if (m_.output < 0) r_.fail("no 'output' before 'end'");
         return;
       }
@@ -173,6 +172,7 @@ class Builder {
         if (!m_.tensors[size_t(t)].flat) r_.fail("the output must be a flat tensor (fc or flatten)");
         continue;
       }
+      Fields f(line, r_);
       Op op;
       op.line = r_.line_no();
       if (w == "conv") conv(f, &op);
@@ -216,6 +216,7 @@ class Builder {
   // The outputs must be the next unused tensor numbers, in order.
   std::vector<int> outputs(Fields& f, const std::vector<TensorShape>& shapes) {
     const std::vector<int64_t> ids = f.integers("out", 0, int64_t(1) << 30);
+    f.expect_no_more();  // every op takes "out" last
     if (ids.size() != shapes.size()) r_.fail("wrong number of outputs");
     std::vector<int> out;
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -237,7 +238,7 @@ class Builder {
   void conv(Fields& f, Op* op) {
     op->kind = OpKind::Conv;
     op->in = inputs(f, 1, 1);
-    const TensorShape& x = image(op->in[0]);
+    const TensorShape x = image(op->in[0]);
     gk_conv_desc& d = op->conv;
     gk_conv_desc_init(&d);
     d.batch = 1, d.in_channels = x.c, d.in_height = x.h, d.in_width = x.w;
@@ -258,8 +259,9 @@ class Builder {
       const TensorShape& t = image(op->residual);
       if (t.c != y.c || t.h != y.h || t.w != y.w) r_.fail("conv: add= tensor's shape differs from the output's");
     }
-    f.expect_no_more();
     op->out = outputs(f, {y});
+    const double weights = double(d.out_channels) * double(x.c / d.groups) * double(d.kernel_h) * double(d.kernel_w);
+    if (weights > double(kMaxTensorFloats)) r_.fail("conv: weight tensor too large");
     op->weights = r_.floats(d.out_channels * (x.c / d.groups) * d.kernel_h * d.kernel_w, "conv weights");
     if (bias) op->bias = r_.floats(d.out_channels, "conv biases");
   }
@@ -267,7 +269,7 @@ class Builder {
   void pool(Fields& f, Op* op, bool max) {
     op->kind = max ? OpKind::MaxPool : OpKind::AvgPool;
     op->in = inputs(f, 1, 1);
-    const TensorShape& x = image(op->in[0]);
+    const TensorShape x = image(op->in[0]);
     gk_pool_desc& p = op->pool;
     p.kind = max ? GK_POOL_MAX : GK_POOL_AVG;
     int64_t pads[4];
@@ -278,15 +280,13 @@ class Builder {
     const gk_tensor_desc t{1, x.c, x.h, x.w, GK_LAYOUT_NCHW};
     int64_t oh = 0, ow = 0;
     if (gk_pool2d_output_size(&t, &p, &oh, &ow) != GK_OK) r_.fail(std::string("pool: ") + gk_last_error());
-    f.expect_no_more();
     op->out = outputs(f, {{x.c, oh, ow}});
   }
 
   void unary(Fields& f, Op* op, OpKind kind) {
     op->kind = kind;
     op->in = inputs(f, 1, 1);
-    const TensorShape& x = image(op->in[0]);
-    f.expect_no_more();
+    const TensorShape x = image(op->in[0]);
     op->out = outputs(f, {kind == OpKind::Flatten ? TensorShape{x.c * x.h * x.w, 1, 1, true} : TensorShape{x.c, 1, 1}});
   }
 
@@ -296,7 +296,6 @@ class Builder {
     const TensorShape a = image(op->in[0]), b = image(op->in[1]);
     if (a.c != b.c || a.h != b.h || a.w != b.w) r_.fail("add: the two inputs' shapes differ");
     op->act = f.activation();
-    f.expect_no_more();
     op->out = outputs(f, {a});
   }
 
@@ -306,11 +305,10 @@ class Builder {
     TensorShape y = image(op->in[0]);
     y.c = 0;
     for (int t : op->in) {
-      const TensorShape& x = image(t);
+      const TensorShape x = image(t);
       if (x.h != y.h || x.w != y.w) r_.fail("concat: inputs of different heights or widths");
       y.c += x.c;
     }
-    f.expect_no_more();
     op->out = outputs(f, {y});
   }
 
@@ -324,7 +322,6 @@ class Builder {
     int64_t sum = 0;
     for (int64_t c : op->channels) shapes.push_back({c, x.h, x.w}), sum += c;
     if (sum != x.c) r_.fail("split: the channels do not sum to the input's " + std::to_string(x.c));
-    f.expect_no_more();
     op->out = outputs(f, shapes);
   }
 
@@ -334,7 +331,6 @@ class Builder {
     const TensorShape x = image(op->in[0]);
     op->groups = f.integer("groups", 1, kMaxDim);
     if (x.c % op->groups) r_.fail("shuffle: channels not divisible by groups");
-    f.expect_no_more();
     op->out = outputs(f, {x});
   }
 
@@ -346,7 +342,6 @@ class Builder {
     op->features = f.integer("features", 1, kMaxDim);
     op->act = f.activation();
     const bool bias = f.integer("bias", 0, 1) == 1;
-    f.expect_no_more();
     if (op->features * x.c > kMaxTensorFloats) r_.fail("fc: weight matrix too large");
     op->out = outputs(f, {{op->features, 1, 1, true}});
     op->weights = r_.floats(op->features * x.c, "fc weights");

@@ -319,7 +319,11 @@ bool Network::run(const float* input, float* logits, std::string* error, RunProf
   for (size_t i = 0; i < m.model->ops.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     if (!m.run_op(i, error)) return false;
-    if (profile) (m.model->ops[i].kind == OpKind::Conv ? profile->conv_s : profile->other_s) += seconds_since(t0);
+    if (!profile) continue;
+    const double s = seconds_since(t0);
+    const OpKind kind = m.model->ops[i].kind;
+    (kind == OpKind::Conv ? profile->conv_s : profile->other_s) += s;
+    profile->by_kind_s[int(kind)] += s;
   }
   std::memcpy(logits, m.cdata(m.model->output), size_t(m.floats(m.model->output)) * sizeof(float));
   return true;

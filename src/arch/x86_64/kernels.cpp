@@ -38,7 +38,8 @@ bool has_avx2_fma() { return cpu().x86_avx2_fma; }
    {6, 8, gk_pointwise_6x8_avx2, gk_pointwise_1x8_avx2}}
 
 const KernelInfo kTable[] = {
-    {"avx512", "AVX-512F", SimdLevel::Avx512, 14, 32, gk_sgemm_14x32_avx512, {}, 210, 384, 4096, has_avx512, false},
+    {"avx512", "AVX-512F", SimdLevel::Avx512, 14, 32, gk_sgemm_14x32_avx512, {}, 210, 384, 4096, has_avx512, true, false,
+     POINTWISE_AVX2},
     {"avx2", "AVX2+FMA3", SimdLevel::Avx2, 4, 24, gk_sgemm_4x24_avx2, {{8, gk_sgemm_4x8_avx2}, {16, gk_sgemm_4x16_avx2}},
      192, 336, 4080, has_avx2_fma, true, true,
      POINTWISE_AVX2},
