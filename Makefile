@@ -65,7 +65,8 @@ TEST_SRC := $(wildcard test/*.cpp)
 TEST_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRC))
 TEST_BIN := $(BUILD)/test/gemmkit_tests
 # Programs the tests run against the shared library (interposition, cblas.h drop-in).
-TEST_HELPERS := $(BUILD)/test/shared_xerbla_override $(BUILD)/test/shared_cblas_dropin
+TEST_HELPERS := $(BUILD)/test/shared_xerbla_override $(BUILD)/test/shared_cblas_dropin \
+                $(BUILD)/test/shared_reliability_child
 GTEST_DIR ?= /usr/src/googletest/googletest
 GTEST_OBJ := $(BUILD)/obj/gtest/gtest-all.o
 
@@ -117,6 +118,12 @@ $(BUILD)/test/shared_%: test/programs/%.c $(SHARED)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O1 -Iinclude $(DEP_CPPFLAGS) $(SANFLAGS) $(DEP_LDFLAGS) -o $@ $< \
 	  -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lgemmkit
+
+# C++ helpers start OpenMP teams themselves (test/programs/reliability_child.cpp).
+$(BUILD)/test/shared_%: test/programs/%.cpp $(wildcard test/programs/*.h) $(SHARED)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -fopenmp -Iinclude $(DEP_CPPFLAGS) $(SANFLAGS) $(DEP_LDFLAGS) -o $@ $< \
+	  -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lgemmkit -lpthread
 
 # Emulated arm64 runs: qemu with both CPU models (plain NEON, and everything qemu has).
 # GEMMKIT_TEST_QUICK: emulated NEON runs ~0.25 GFLOP/s, so the suite scales its sizes down.

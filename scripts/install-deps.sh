@@ -10,7 +10,8 @@ host=$(uname -m | sed -e 's/aarch64/arm64/')
 pkgs=(g++ make pkg-config libcpuinfo-dev)
 case "$what" in
   build) ;;
-  test) pkgs+=(googletest libgtest-dev) ;;
+  # libblas-test: Debian's netlib BLAS testers, run against the library by make test.
+  test) pkgs+=(googletest libgtest-dev libblas-test) ;;
   bench-libs | bench) pkgs+=(libbenchmark-dev libopenblas-dev libdnnl-dev gnuplot-nox) ;;
   *) echo "install-deps: unknown target '$what' (build, test, bench-libs or bench)" >&2; exit 2 ;;
 esac

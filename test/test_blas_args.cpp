@@ -79,21 +79,26 @@ TEST(BlasArguments, CblasColumnMajorNumbers) {
   x = Args(); x.m = -1; x.n = -1; x.lda = 0; expect_cblas_error(x, 4);
 }
 
-TEST(BlasArguments, CblasRowMajorNumbersAreSwappedBack) {
+// Row-major calls report what the reference CBLAS reports (LAPACK's CBLAS/src/cblas_sgemm.c
+// runs Fortran SGEMM on the swapped call (N, M, K, B, ldb, A, lda) and its xerbla passes
+// that call's INFO + 1 unmapped): an illegal M is 5, N is 4, lda is 11, ldb is 9. The
+// handlers map them back (the reference's cblas_xerbla and its tester's c_xerbla.c, under
+// RowMajorStrg); Debian's xscblat3 checks exactly these numbers.
+TEST(BlasArguments, CblasRowMajorNumbersAreTheSwappedFortranCalls) {
   Args x;
   x.order = CblasRowMajor, x.lda = 6, x.ldb = 5, x.ldc = 5;  // valid row-major baseline
-  Args y = x; y.m = -1; expect_cblas_error(y, 4);
-  y = x; y.n = -1; expect_cblas_error(y, 5);
+  Args y = x; y.m = -1; expect_cblas_error(y, 5);  // M is the swapped call's N
+  y = x; y.n = -1; expect_cblas_error(y, 4);       // N is its M
   y = x; y.k = -1; expect_cblas_error(y, 6);
-  y = x; y.lda = 5; expect_cblas_error(y, 9);    // lda < K
-  y = x; y.ta = CblasTrans; y.lda = 3; expect_cblas_error(y, 9);  // lda < M
-  y = x; y.ldb = 4; expect_cblas_error(y, 11);   // ldb < N
+  y = x; y.lda = 5; expect_cblas_error(y, 11);   // lda < K: A is its B
+  y = x; y.ta = CblasTrans; y.lda = 3; expect_cblas_error(y, 11);  // lda < M
+  y = x; y.ldb = 4; expect_cblas_error(y, 9);    // ldb < N: B is its A
   y = x; y.ldc = 4; expect_cblas_error(y, 14);   // ldc < N
   y = x; y.ta = 0; expect_cblas_error(y, 2);
   y = x; y.tb = 0; expect_cblas_error(y, 3);
-  // The reference runs the swapped Fortran call, so N is checked before M, ldb before lda.
-  y = x; y.m = -1; y.n = -1; expect_cblas_error(y, 5);
-  y = x; y.lda = 1; y.ldb = 1; expect_cblas_error(y, 11);
+  // The swapped call checks N (its M) before M, ldb (its lda) before lda.
+  y = x; y.m = -1; y.n = -1; expect_cblas_error(y, 4);
+  y = x; y.lda = 1; y.ldb = 1; expect_cblas_error(y, 9);
 }
 
 TEST(BlasArguments, FortranNumbers) {

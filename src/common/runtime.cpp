@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
+#include <exception>
 #include <mutex>
+#include <new>
 
+#include "common/c_boundary.h"
 #include "gemmkit.h"
 
 namespace gk {
@@ -21,7 +23,14 @@ namespace gk {
 static CpuInfo detect_cpu() {
   CpuInfo info;
   if (!cpuinfo_initialize()) return info;  // unknown CPU: portable kernel, default blocking
-  if (const cpuinfo_package* pkg = cpuinfo_get_package(0)) info.model = pkg->name;
+  if (const cpuinfo_package* pkg = cpuinfo_get_package(0)) {
+    // The name may need heap memory; without it the CPU stays "unknown" (the name only
+    // describes it): the first GEMM of a process short of memory must still run.
+    try {
+      info.model = pkg->name;
+    } catch (const std::bad_alloc&) {
+    }
+  }
   // cpuinfo reports a made-up or missing hierarchy under emulation; callers treat 0 (and
   // implausible sizes) as "unknown" and fall back to the kernel's defaults.
   if (cpuinfo_get_l1d_caches_count() > 0) info.l1d_bytes = cpuinfo_get_l1d_cache(0)->size;
@@ -78,36 +87,123 @@ void set_last_error(const char* fmt, ...) {
 
 void clear_last_error() { t_last_error[0] = '\0'; }
 
+gk_status status_of_current_exception(const char* function) noexcept {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    set_last_error("%s: out of memory", function);
+    return GK_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    set_last_error("%s: internal error: %s", function, e.what());
+    return GK_ERR_INTERNAL;
+  } catch (...) {
+    set_last_error("%s: internal error (unknown exception)", function);
+    return GK_ERR_INTERNAL;
+  }
+}
+
 // ---------------------------------------------------------------- scratch buffers
 
 namespace {
-struct AlignedFree {
-  void operator()(float* p) const { std::free(p); }
-};
+// Plain data, so that a thread's first use registers no TLS destructor: glibc allocates
+// for that registration and aborts the process when it cannot ("failed to register TLS
+// destructor"). The buffers are freed at thread exit through a pthread key instead, whose
+// value lives in the thread descriptor (no allocation for the process's first keys).
 struct ScratchBuffer {
-  std::unique_ptr<float, AlignedFree> data;
-  int64_t capacity = 0;
+  float* data;
+  int64_t capacity;
 };
 thread_local ScratchBuffer t_scratch[static_cast<int>(ScratchSlot::Count)];
+thread_local bool t_scratch_registered;
+
+std::atomic<int64_t> g_scratch_growth_limit{-1};
+
+void free_scratch(ScratchBuffer* buffers) {
+  for (int s = 0; s < static_cast<int>(ScratchSlot::Count); ++s) {
+    std::free(buffers[s].data);
+    buffers[s] = {nullptr, 0};
+  }
+}
+
+void free_scratch_at_thread_exit(void* buffers) { free_scratch(static_cast<ScratchBuffer*>(buffers)); }
+
+// The key whose destructor frees a thread's buffers, made when the library is loaded.
+struct ScratchKey {
+  pthread_key_t key;
+  bool made;
+  ScratchKey() : made(pthread_key_create(&key, free_scratch_at_thread_exit) == 0) {}
+  // Unloaded (dlclose), the library leaves no destructor behind for threads exiting later.
+  ~ScratchKey() {
+    if (made) pthread_key_delete(key);
+    made = false;
+  }
+} g_scratch_key;
+
+// Arranges for this thread's buffers to be freed when it exits; false when that cannot be
+// arranged (the caller then takes no buffer, rather than leak it).
+bool scratch_freed_at_exit() {
+  if (t_scratch_registered) return true;
+  if (!g_scratch_key.made || pthread_setspecific(g_scratch_key.key, t_scratch) != 0) return false;
+  t_scratch_registered = true;
+  return true;
+}
+
+// 64-byte aligned memory for `floats` floats, or nullptr.
+float* allocate_floats(int64_t floats) {
+  const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) & ~size_t(63);
+  void* p = nullptr;
+  return posix_memalign(&p, 64, bytes) == 0 ? static_cast<float*>(p) : nullptr;
+}
 }  // namespace
 
 float* scratch(ScratchSlot slot, int64_t floats) {
   ScratchBuffer& buf = t_scratch[static_cast<int>(slot)];
-  if (floats <= buf.capacity) return buf.data.get();
-  // Grow geometrically so a sequence of slightly larger calls does not reallocate each time.
-  int64_t want = floats > 2 * buf.capacity ? floats : 2 * buf.capacity;
-  size_t bytes = (static_cast<size_t>(want) * sizeof(float) + 63) & ~size_t(63);
-  void* p = nullptr;
-  if (posix_memalign(&p, 64, bytes) != 0) return nullptr;
-  buf.data.reset(static_cast<float*>(p));
-  buf.capacity = want;
-  return buf.data.get();
+  if (floats <= buf.capacity) return buf.data;
+  const int64_t limit = g_scratch_growth_limit.load(std::memory_order_relaxed);
+  if (limit >= 0 && floats * static_cast<int64_t>(sizeof(float)) > limit) return nullptr;
+  if (!scratch_freed_at_exit()) return nullptr;
+  // The old contents need not survive: freed first, so that old and new never coexist
+  // when memory is short. Grown geometrically so a sequence of slightly larger calls does
+  // not reallocate each time; when that much cannot be had, exactly what was asked.
+  const int64_t old_capacity = buf.capacity;
+  std::free(buf.data);
+  buf = {nullptr, 0};
+  int64_t size = floats > 2 * old_capacity ? floats : 2 * old_capacity;
+  float* p = allocate_floats(size);
+  if (!p && size > floats) p = allocate_floats(size = floats);
+  if (!p) return nullptr;
+  buf = {p, size};
+  return p;
 }
+
+void release_scratch() { free_scratch(t_scratch); }
+
+void set_scratch_growth_limit(int64_t bytes) { g_scratch_growth_limit.store(bytes); }
 
 void out_of_memory(const char* what, int64_t floats) {
   std::fprintf(stderr, "gemmkit: cannot allocate %lld bytes for %s\n", static_cast<long long>(floats) * 4, what);
   std::abort();
 }
+
+namespace {
+std::atomic<int64_t> g_no_heap_fallbacks{0};
+std::atomic<bool> g_no_heap_said{false};
+}  // namespace
+
+void note_no_heap_fallback(const char* what, int64_t floats) {
+  g_no_heap_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  if (!verbose() || g_no_heap_said.exchange(true)) return;
+  char cause[160];
+  if (floats > 0) {
+    std::snprintf(cause, sizeof cause, "cannot allocate %lld bytes for %s", static_cast<long long>(floats) * 4, what);
+  } else {
+    std::snprintf(cause, sizeof cause, "%s", what);
+  }
+  std::fprintf(stderr, "gemmkit: %s: GEMM runs on its no-heap path (slower) while memory is short (said once)\n",
+               cause);
+}
+
+int64_t no_heap_fallbacks() { return g_no_heap_fallbacks.load(std::memory_order_relaxed); }
 
 // ---------------------------------------------------------------- threads and fork safety
 
@@ -185,11 +281,23 @@ int threads_for(double flops, double flops_per_extra_thread) {
 
 extern "C" {
 
-__attribute__((visibility("default"))) void gk_set_num_threads(int n) { gk::set_max_threads(n); }
+__attribute__((visibility("default"))) void gk_set_num_threads(int n) {
+  gk::guard_c_boundary("gk_set_num_threads", [&] {
+    gk::set_max_threads(n);
+    return GK_OK;
+  });
+}
 
 __attribute__((visibility("default"))) int gk_get_num_threads(void) {
-  return gk::in_forked_child_serial_mode() ? 1 : gk::max_threads();
+  int n = 1;
+  gk::guard_c_boundary("gk_get_num_threads", [&] {
+    n = gk::in_forked_child_serial_mode() ? 1 : gk::max_threads();
+    return GK_OK;
+  });
+  return n;
 }
+
+// gk_status_string and gk_last_error call nothing that can throw: no guard needed.
 
 __attribute__((visibility("default"))) const char* gk_status_string(gk_status status) {
   int s;  // read as an int: a C caller may pass any value, which the enum type may not hold

@@ -48,9 +48,19 @@ enum class ScratchSlot {
   Count
 };
 float* scratch(ScratchSlot slot, int64_t floats);
-// Scratch memory is requested inside parallel regions, where no error can be returned:
-// the library reports what it could not allocate, and how much, and aborts.
+// Frees this thread's scratch buffers (the next request allocates again).
+void release_scratch();
+// Tests: scratch() fails every request that would grow a buffer past `bytes` (-1: no
+// limit), so the paths that run without it can be reached at will.
+void set_scratch_growth_limit(int64_t bytes);
+// Prints what could not be allocated, and how much, and aborts. Only the convolution code
+// still calls it; GEMM never does: its paths fall back to one that needs no heap memory
+// (note_no_heap_fallback).
 [[noreturn]] void out_of_memory(const char* what, int64_t floats);
+// A GEMM ran on its no-heap path because `what` (`floats` floats) could not be had: counted
+// (no_heap_fallbacks, for tests), and said once per process under GEMMKIT_VERBOSE=1.
+void note_no_heap_fallback(const char* what, int64_t floats);
+int64_t no_heap_fallbacks();
 
 // Thread policy. max_threads(): the user's setting. threads_for(work): how many threads
 // a call with `flops` floating-point operations should use right now, respecting

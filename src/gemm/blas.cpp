@@ -1,9 +1,13 @@
 // The BLAS interfaces: Fortran sgemm_ and CBLAS cblas_sgemm. Arguments are checked as the
 // reference BLAS does (same order, same parameter numbers); an invalid call reports
-// through xerbla_ / cblas_xerbla and writes nothing.
+// through xerbla_ / cblas_xerbla and writes nothing. No exception leaves them, and they
+// have no status to return: should anything throw before C is written (the paths allocate
+// nothing once they run), the product is computed on the no-heap path.
 #include <algorithm>
 #include <cstdint>
 
+#include "common/c_boundary.h"
+#include "common/runtime.h"
 #include "gemm/gemm.h"
 #include "gemmkit_cblas.h"
 
@@ -40,8 +44,23 @@ void sgemm_colmajor(char transa, char transb, int64_t m, int64_t n, int64_t k, f
   const MatrixView bt = is_notrans(transb) ? MatrixView{b, ldb, 1} : MatrixView{b, 1, ldb};
   // op(A)^T is k x m: element (p, i) = op(A)(i, p).
   const MatrixView at = is_notrans(transa) ? MatrixView{a, lda, 1} : MatrixView{a, 1, lda};
-  sgemm_rowstored(n, m, k, alpha, bt, at, beta, c, ldc);
+  if (guard_c_boundary("sgemm", [&] {
+        sgemm_rowstored(n, m, k, alpha, bt, at, beta, c, ldc);
+        return GK_OK;
+      }) != GK_OK) {
+    note_no_heap_fallback("the GEMM setup failed (gk_last_error says why)", 0);
+    sgemm_rowstored_no_heap(n, m, k, alpha, bt, at, beta, c, ldc);
+  }
 }
+
+// Whether this thread is reporting a row-major cblas_sgemm call's error: the default
+// cblas_xerbla (xerbla.cpp) then prints the caller's parameter number, as the reference's
+// does with its RowMajorStrg (but per thread).
+thread_local bool t_reporting_row_major = false;
+struct RowMajorReport {
+  RowMajorReport() { t_reporting_row_major = true; }
+  ~RowMajorReport() { t_reporting_row_major = false; }
+};
 
 char cblas_trans_char(CBLAS_TRANSPOSE t) {
   switch (t) {
@@ -53,6 +72,9 @@ char cblas_trans_char(CBLAS_TRANSPOSE t) {
 }
 
 }  // namespace
+
+bool reporting_row_major_call() { return t_reporting_row_major; }
+
 }  // namespace gk
 
 GK_EXPORT void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
@@ -94,18 +116,16 @@ GK_EXPORT void cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE transa, CBLAS_TRAN
     gk::sgemm_colmajor(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the reference runs
-  // Fortran SGEMM on swapped arguments, so its checks come in that order, and the number
-  // reported is mapped back to the caller's positions (M <-> N, lda <-> ldb).
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the reference CBLAS
+  // (LAPACK's CBLAS/src/cblas_sgemm.c) runs Fortran SGEMM on the swapped call (N, M, K,
+  // B, ldb, A, lda), whose checks come in that order, and its xerbla hands cblas_xerbla
+  // that call's INFO + 1 as it is: an illegal M is reported as 5, N as 4, lda as 11, ldb
+  // as 9. Handlers map them back themselves (the reference's default cblas_xerbla, and
+  // its tester's c_xerbla.c, which flagged gemmkit's mapped numbers: "XERBLA WAS CALLED
+  // WITH INFO = 5 INSTEAD OF 4"), so gemmkit passes them unmapped too.
   if (int info = gk::sgemm_info(tb, ta, n, m, k, ldb, lda, ldc)) {
-    int param = info + 1;
-    switch (param) {
-      case 4: param = 5; break;
-      case 5: param = 4; break;
-      case 9: param = 11; break;
-      case 11: param = 9; break;
-    }
-    cblas_xerbla(param, kName, "");
+    const gk::RowMajorReport row_major;
+    cblas_xerbla(info + 1, kName, "");
     return;
   }
   gk::sgemm_colmajor(tb, ta, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);

@@ -2,9 +2,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
-#include <vector>
 
+#include "common/c_boundary.h"
 #include "common/runtime.h"
 #include "gemm/gemm.h"
 #include "gemmkit.h"
@@ -48,29 +50,34 @@ KernelConfig derive_blocking(const KernelInfo& kernel) {
 
 namespace {
 
+// Nothing here allocates: the first GEMM of a process short of memory must still find its
+// kernel (the no-heap path needs one too).
 struct Registry {
-  std::vector<KernelConfig> configs;  // one per table entry, same order
+  static constexpr int kMaxKernels = 16;
+  KernelConfig configs[kMaxKernels];  // one per table entry, same order
+  int count = 0;
   std::atomic<const KernelConfig*> active{nullptr};
   std::mutex mutex;
-  std::string description;
+  char description[512] = "";  // gk_config_string's, guarded by `mutex`
 
   Registry() {
-    int count = 0;
     const KernelInfo* table = arch_kernels(&count);
-    for (int i = 0; i < count; ++i) configs.push_back(derive_blocking(table[i]));
-    std::string forced = env_string("GEMMKIT_KERNEL");
-    if (!forced.empty() && !choose(forced))
+    count = std::min(count, kMaxKernels);
+    for (int i = 0; i < count; ++i) configs[i] = derive_blocking(table[i]);
+    const char* forced = std::getenv("GEMMKIT_KERNEL");
+    if (forced && *forced && !choose(forced))
       std::fprintf(stderr,
                    "gemmkit: GEMMKIT_KERNEL=%s is unknown or not supported by this CPU; "
                    "using automatic selection\n",
-                   forced.c_str());
+                   forced);
     if (!active.load()) choose("");
   }
 
   // "" picks the first supported automatic entry (the table is ordered best first).
-  bool choose(const std::string& name) {
-    for (const KernelConfig& cfg : configs) {
-      bool named = name.empty() ? cfg.kernel->automatic : name == cfg.kernel->name;
+  bool choose(const char* name) {
+    for (int i = 0; i < count; ++i) {
+      const KernelConfig& cfg = configs[i];
+      const bool named = *name ? std::strcmp(name, cfg.kernel->name) == 0 : cfg.kernel->automatic;
       if (named && cfg.kernel->cpu_supports()) {
         active.store(&cfg);
         return true;
@@ -89,39 +96,48 @@ Registry& registry() {
 
 const KernelConfig& active_config() { return *registry().active.load(std::memory_order_acquire); }
 
-bool select_kernel(const std::string& name) { return registry().choose(name); }
+bool select_kernel(const char* name) { return registry().choose(name); }
 
 }  // namespace gk
 
 extern "C" {
 
 __attribute__((visibility("default"))) const char* gk_config_string(void) {
-  gk::Registry& r = gk::registry();
-  const gk::KernelConfig& cfg = gk::active_config();
-  const gk::CpuInfo& c = gk::cpu();
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "gemmkit %s; kernel %s (%s) %dx%d; MC=%lld KC=%lld NC=%lld; "
-                "caches L1d=%lldK L2=%lldK L3=%lldK; threads=%d%s; cpu=%s",
-                GEMMKIT_VERSION_STRING, cfg.kernel->name, cfg.kernel->isa, cfg.kernel->mr,
-                cfg.kernel->nr, (long long)cfg.mc, (long long)cfg.kc, (long long)cfg.nc,
-                (long long)(c.l1d_bytes >> 10), (long long)(c.l2_bytes >> 10),
-                (long long)(c.l3_bytes >> 10), gk_get_num_threads(),
-                gk::in_forked_child_serial_mode() ? " (forked child: serial)" : "",
-                c.model.c_str());
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.description = line;
-  return r.description.c_str();
+  const char* result = "gemmkit: configuration unavailable";
+  gk::guard_c_boundary("gk_config_string", [&] {
+    gk::Registry& r = gk::registry();
+    const gk::KernelConfig& cfg = gk::active_config();
+    const gk::CpuInfo& c = gk::cpu();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    std::snprintf(r.description, sizeof r.description,
+                  "gemmkit %s; kernel %s (%s) %dx%d; MC=%lld KC=%lld NC=%lld; "
+                  "caches L1d=%lldK L2=%lldK L3=%lldK; threads=%d%s; cpu=%s",
+                  GEMMKIT_VERSION_STRING, cfg.kernel->name, cfg.kernel->isa, cfg.kernel->mr,
+                  cfg.kernel->nr, (long long)cfg.mc, (long long)cfg.kc, (long long)cfg.nc,
+                  (long long)(c.l1d_bytes >> 10), (long long)(c.l2_bytes >> 10),
+                  (long long)(c.l3_bytes >> 10), gk_get_num_threads(),
+                  gk::in_forked_child_serial_mode() ? " (forked child: serial)" : "",
+                  c.model.c_str());
+    result = r.description;
+    return GK_OK;
+  });
+  return result;
 }
 
 __attribute__((visibility("default"))) const char* gk_kernel_name(void) {
-  return gk::active_config().kernel->name;
+  const char* name = "unknown";
+  gk::guard_c_boundary("gk_kernel_name", [&] {
+    name = gk::active_config().kernel->name;
+    return GK_OK;
+  });
+  return name;
 }
 
 __attribute__((visibility("default"))) gk_status gk_set_kernel(const char* name) {
-  if (gk::select_kernel(name ? name : "")) return GK_OK;
-  gk::set_last_error("gk_set_kernel: kernel '%s' is unknown or not supported by this CPU",
-                     name);
-  return GK_ERR_UNSUPPORTED;
+  return gk::guard_c_boundary("gk_set_kernel", [&] {
+    if (gk::select_kernel(name ? name : "")) return GK_OK;
+    gk::set_last_error("gk_set_kernel: kernel '%s' is unknown or not supported by this CPU", name);
+    return GK_ERR_UNSUPPORTED;
+  });
 }
 }

@@ -10,13 +10,13 @@
 //
 // Threads split the (ic, jr) work as a wm x wn grid chosen per NC block to balance tiles.
 // When all of M fits one MC block, B micro-panels are instead packed just before use
-// (gemm_packed_b_per_panel).
+// (gemm_packed_b_per_panel). The calling thread takes every buffer (a part per thread)
+// before the work is split; without them the product runs on gemm_no_heap.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <vector>
 
 #include "common/runtime.h"
 #include "common/simd.h"
@@ -26,10 +26,9 @@
 namespace gk {
 namespace {
 
-// The A block of rows [ic, ic + mc) x K range [pc, pc + kc), as micro-panel pointers.
-void pack_a_block(const GemmProblem& p, int mr, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
-                  float* a_block, std::vector<const float*>& a_panels) {
-  p.a->block(ic, mc, pc, kc, mr, a_block, a_panels.data());
+// The A block of rows [ic, ic + mc) x K range [pc, pc + kc), as micro-panels.
+APanels pack_a_block(const GemmProblem& p, int mr, int64_t ic, int64_t mc, int64_t pc, int64_t kc, float* a_block) {
+  return p.a->block(ic, mc, pc, kc, mr, a_block);
 }
 
 // Prefetches rows x cols of C for writing (each row's first and last line).
@@ -65,7 +64,7 @@ GK_INLINE void prefetch_packed_lines(const float* packed, int64_t floats, int64_
 // overlaps this panel's computation.
 void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, int64_t mc,
                       int64_t j, int64_t cols, int64_t kc, float beta, bool last_k,
-                      const std::vector<const float*>& a_panels, const float* b_panel,
+                      const APanels& a_panels, const float* b_panel,
                       const PrefetchTarget& next = {}, int64_t rs_b = 0) {
   if (!rs_b) rs_b = ker.nr;  // B packed at the kernel's width
   const int64_t calls = ceil_div(mc, ker.mr);
@@ -127,21 +126,25 @@ int64_t panels_per_pass(const KernelConfig& cfg, int64_t m) {
   return std::clamp<int64_t>(room, 1, kPanelsPackedTogether);
 }
 
-void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int threads) {
+bool gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int threads) {
   const KernelInfo& ker = *cfg.kernel;
   const int mr = ker.mr, nr = ker.nr;
   const int64_t kc_max = std::min(cfg.kc, p.k), mc = p.m;
   const int64_t group = panels_per_pass(cfg, mc);
+  const int64_t a_floats = p.a->prepacked() ? 0 : round_up(mc, mr) * kc_max;
+  const ThreadParts a_blocks = a_floats ? thread_parts(ScratchSlot::PackedA, threads, a_floats) : ThreadParts{};
+  const ThreadParts b_passes = thread_parts(ScratchSlot::PackedB, threads, kc_max * nr * group);
+  if ((a_floats && !a_blocks.parts) || !b_passes.parts)
+    return workspace_unavailable("the packing buffers", threads * (a_floats + kc_max * nr * group));
+  const ColumnPanels panels(ker, p.n);
   parallel_region(threads, [&] {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-    float* a_block = p.a->prepacked() ? nullptr : scratch(ScratchSlot::PackedA, round_up(mc, mr) * kc_max);
-    float* b_panels = scratch(ScratchSlot::PackedB, kc_max * nr * group);
-    if ((!a_block && !p.a->prepacked()) || !b_panels) out_of_memory("the packing buffers", round_up(mc, mr) * kc_max + kc_max * nr * group);
-    std::vector<const float*> a_panels(static_cast<size_t>(mc / mr + 1));
-    const std::vector<ColumnPanel> panels = column_panels(ker, p.n);
-    const int64_t count = static_cast<int64_t>(panels.size());
+    float* a_block = a_floats ? a_blocks.part(tid) : nullptr;
+    float* b_panels = b_passes.part(tid);
+    APanels a_panels;
+    const int64_t count = panels.size();
     const Range mine = share(count, tid, nt, 1, count);
-    auto full = [&](int64_t q) { return panels[static_cast<size_t>(q)].cols == nr; };
+    auto full = [&](int64_t q) { return panels[q].cols == nr; };
     auto pass_length = [&](int64_t q) {  // full-width panels packed together from q
       int64_t run = 1;
       while (run < group && q + run < mine.end && full(q) && full(q + run)) ++run;
@@ -150,10 +153,10 @@ void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
     for_each_balanced_block(p.k, cfg.kc, 1, [&](int64_t pc, int64_t kc) {
       const bool last_k = pc + kc == p.k;
       const float beta = pc == 0 ? p.beta : 1.0f;
-      if (mine.begin < mine.end) pack_a_block(p, mr, 0, mc, pc, kc, a_block, a_panels);
+      if (mine.begin < mine.end) a_panels = pack_a_block(p, mr, 0, mc, pc, kc, a_block);
       for (int64_t q = mine.begin; q < mine.end;) {
         const int64_t run = pass_length(q);
-        const ColumnPanel& first = panels[static_cast<size_t>(q)];
+        const ColumnPanel first = panels[q];
         if (run > 1) {
           p.b->pack_panels(pc, kc, first.j, run * nr, nr, b_panels);
         } else {
@@ -167,13 +170,13 @@ void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
         PrefetchTarget next_pass;
         if (q + run < mine.end) {
           const int64_t nq = q + run;
-          const ColumnPanel& n0 = panels[static_cast<size_t>(nq)];
-          const ColumnPanel& nl = panels[static_cast<size_t>(nq + pass_length(nq) - 1)];
+          const ColumnPanel n0 = panels[nq];
+          const ColumnPanel nl = panels[nq + pass_length(nq) - 1];
           next_pass = {pc, kc, n0.j, nl.j + nl.cols - n0.j};
         }
         const int64_t calls_per_panel = ceil_div(mc, mr);
         for (int64_t g = 0; g < run; ++g) {
-          const ColumnPanel& c = panels[static_cast<size_t>(q + g)];
+          const ColumnPanel c = panels[q + g];
           PrefetchTarget next = next_pass;
           next.first_part = g * calls_per_panel;
           next.parts = run * calls_per_panel;
@@ -184,24 +187,26 @@ void gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
       }
     });
   });
+  return true;
 }
 
 // The general case: the B block (KC x NC) is packed once by all threads together and
 // shared; threads split the (ic, jr) work as a grid.
-void gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int threads) {
+bool gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int threads) {
   const KernelInfo& ker = *cfg.kernel;
   const int mr = ker.mr, nr = ker.nr;
   const int64_t kc_max = std::min(cfg.kc, p.k);
   const int64_t nc_max = std::min(cfg.nc, round_up(p.n, nr));
   const int64_t mc_max = std::min(cfg.mc, round_up(p.m, mr));
+  const int64_t a_floats = p.a->prepacked() ? 0 : mc_max * kc_max;
   float* b_block = scratch(ScratchSlot::PackedB, kc_max * nc_max);
-  if (!b_block) out_of_memory("the packed B block", kc_max * nc_max);
+  const ThreadParts a_blocks = a_floats ? thread_parts(ScratchSlot::PackedA, threads, a_floats) : ThreadParts{};
+  if (!b_block || (a_floats && !a_blocks.parts))
+    return workspace_unavailable("the packed blocks", kc_max * nc_max + threads * a_floats);
 
   parallel_region(threads, [&] {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-    float* a_block = p.a->prepacked() ? nullptr : scratch(ScratchSlot::PackedA, mc_max * kc_max);
-    if (!a_block && !p.a->prepacked()) out_of_memory("the packed A block", mc_max * kc_max);
-    std::vector<const float*> a_panels(static_cast<size_t>(mc_max / mr + 1));
+    float* a_block = a_floats ? a_blocks.part(tid) : nullptr;
 
     for_each_balanced_block(p.n, cfg.nc, nr, [&](int64_t jc, int64_t nc) {
       const int64_t panels = ceil_div(nc, nr), row_tiles = ceil_div(p.m, mr);
@@ -220,7 +225,7 @@ void gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
 #pragma omp barrier
         for_each_balanced_block(rows.end - rows.begin, cfg.mc, mr, [&](int64_t off, int64_t mc) {
           const int64_t ic = rows.begin + off;
-          pack_a_block(p, mr, ic, mc, pc, kc, a_block, a_panels);
+          const APanels a_panels = pack_a_block(p, mr, ic, mc, pc, kc, a_block);
           for (int64_t q = my_panels.begin; q < my_panels.end; ++q) {
             // The next packed panel, into L2 while this one runs (it was packed into L3, or
             // by the other thread): same-process alternation, median GFLOP/s, 1 thread,
@@ -237,16 +242,24 @@ void gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
       });
     });
   });
+  return true;
 }
 
 }  // namespace
 
+bool workspace_unavailable(const char* what, int64_t floats) {
+  note_no_heap_fallback(what, floats);
+  return false;
+}
+
+ThreadParts thread_parts(ScratchSlot slot, int threads, int64_t each) {
+  const int64_t stride = round_up(std::max<int64_t>(each, 1), kLineFloats);  // no line shared between threads
+  return {scratch(slot, std::max(threads, 1) * stride), stride};
+}
+
 void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads) {
-  if (p.m <= cfg.mc) {
-    gemm_packed_b_per_panel(p, cfg, threads);
-  } else {
-    gemm_packed_shared_b(p, cfg, threads);
-  }
+  const bool done = packs_b_per_panel(p, cfg) ? gemm_packed_b_per_panel(p, cfg, threads) : gemm_packed_shared_b(p, cfg, threads);
+  if (!done) gemm_no_heap(p, cfg);
 }
 
 }  // namespace gk

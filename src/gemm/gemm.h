@@ -10,6 +10,7 @@
 #include <string>
 
 #include "arch/ukernel.h"
+#include "common/runtime.h"
 
 namespace gk {
 
@@ -19,6 +20,13 @@ struct MatrixView {
   int64_t rs, cs;
   const float& at(int64_t i, int64_t j) const { return p[i * rs + j * cs]; }
   MatrixView transposed() const { return {p, cs, rs}; }
+};
+
+// The A micro-panels of one block, evenly spaced: panel q at first + q * stride.
+struct APanels {
+  const float* first = nullptr;
+  int64_t stride = 0;
+  const float* operator[](int64_t q) const { return first + q * stride; }
 };
 
 // Where the driver gets A micro-panels: MR rows [i0, i0 + rows) x K range [k0, k0 + kc),
@@ -31,10 +39,9 @@ class ASource {
                              float* scratch) const = 0;
   // True when panel() never writes `scratch` (the driver then allocates none).
   virtual bool prepacked() const { return false; }
-  // The panels of rows [i0, i0 + rows), MR at a time (panel q packed at scratch + q * kc *
-  // mr), their pointers into panels[q]. By default one panel() after another.
-  virtual void block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch,
-                     const float** panels) const;
+  // The panels of rows [i0, i0 + rows), MR at a time: packed at scratch + q * kc * mr by
+  // default (one panel() after another); a source holding them packed returns its own.
+  virtual APanels block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch) const;
 };
 
 // Where the driver gets B micro-panels: "fill this kc x NR micro-panel" for K range
@@ -63,8 +70,7 @@ class PlainA final : public ASource {
   explicit PlainA(MatrixView a) : a_(a) {}
   const float* panel(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr,
                      float* scratch) const override;
-  void block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch,
-             const float** panels) const override;
+  APanels block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch) const override;
 
  private:
   MatrixView a_;
@@ -82,6 +88,7 @@ class PackedA final : public ASource {
   const float* panel(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr,
                      float* scratch) const override;
   bool prepacked() const override { return true; }
+  APanels block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch) const override;
   bool ok() const { return data_ != nullptr; }
   int mr() const { return mr_; }
 
@@ -138,7 +145,7 @@ struct KernelConfig {
 };
 const KernelConfig& active_config();
 // Selects the kernel by name ("" = automatic). false if unknown or unsupported here.
-bool select_kernel(const std::string& name);
+bool select_kernel(const char* name);
 // Blocking for `kernel` from the detected caches (or its defaults), then GEMMKIT_MC/KC/NC.
 KernelConfig derive_blocking(const KernelInfo& kernel);
 
@@ -154,7 +161,19 @@ gk_ukernel_fn kernel_for_columns(const KernelInfo& kernel, int64_t n, int64_t* w
 struct ColumnPanel {
   int64_t j, width, cols;  // first column, kernel width, real columns
 };
-std::vector<ColumnPanel> column_panels(const KernelInfo& kernel, int64_t n);
+// Computed, not stored (a GEMM call allocates nothing): full-width panels, then a tail
+// of one or two.
+class ColumnPanels {
+ public:
+  ColumnPanels(const KernelInfo& kernel, int64_t n);
+  int64_t size() const { return full_ + tail_count_; }
+  ColumnPanel operator[](int64_t q) const { return q < full_ ? ColumnPanel{q * nr_, nr_, nr_} : tail_[q - full_]; }
+
+ private:
+  int64_t nr_, full_ = 0;
+  ColumnPanel tail_[2] = {};
+  int tail_count_ = 0;
+};
 // The same for the pointwise kernels (KernelInfo::pointwise) over `columns` rounded up to
 // whole 8-column blocks: the widest kernel while it fits, but 16 + 16 rather than 24 + 8
 // (two 12-accumulator tiles rather than a 6-accumulator one). Empty without them.
@@ -163,6 +182,8 @@ struct PointwisePanel {
   const KernelInfo::Pointwise* kernel;
 };
 std::vector<PointwisePanel> pointwise_panels(const KernelInfo& kernel, int64_t columns);
+// The same into panels[0, capacity) without allocating; returns how many (at most capacity).
+int pointwise_panels(const KernelInfo& kernel, int64_t columns, PointwisePanel* panels, int capacity);
 
 // Runs one micro-kernel call on a tile of m <= MR rows and n <= NR columns: full tiles go
 // straight to the kernel, partial ones through a local tile (the kernel never touches C
@@ -210,16 +231,39 @@ void apply_epilogue(const Epilogue& e, float* c, int64_t rs_c, int64_t m, int64_
 // C = beta * C (beta == 0 writes zeros without reading C), then the epilogue.
 void scale_c(float beta, float* c, int64_t rs_c, int64_t m, int64_t n, const Epilogue& e);
 
-// The Goto five-loop driver with packed A and B, on `threads` threads.
+// Every GEMM path takes the memory it needs (gk::scratch of the calling thread, a part per
+// thread) before it splits the work, and when it cannot, returns false having written
+// nothing: the caller then runs gemm_no_heap. Nothing in a path allocates once it runs.
+// workspace_unavailable() says so (note_no_heap_fallback) and returns false.
+bool workspace_unavailable(const char* what, int64_t floats);
+// `each` floats per thread in one scratch buffer, thread t's part at parts + t * stride
+// (whole cache lines apart); nullptr when it cannot be had.
+struct ThreadParts {
+  float* parts = nullptr;
+  int64_t stride = 0;
+  float* part(int t) const { return parts + t * stride; }
+};
+ThreadParts thread_parts(ScratchSlot slot, int threads, int64_t each);
+
+// The GEMM of last resort, on the calling thread, with no heap memory at all: one A and
+// one B micro-panel in a fixed stack buffer, K in short blocks (src/gemm/no_heap.cpp).
+// Any sources, epilogue and C layout, as the packed driver.
+void gemm_no_heap(const GemmProblem& p, const KernelConfig& cfg);
+
+// The Goto five-loop driver with packed A and B, on `threads` threads; on gemm_no_heap
+// when its buffers cannot be had.
 void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads);
+// Whether gemm_packed packs B panels just before use (all of M in one MC block) rather
+// than a shared B block.
+inline bool packs_b_per_panel(const GemmProblem& p, const KernelConfig& cfg) { return p.m <= cfg.mc; }
 // Few columns and long rows of A (its rows contiguous along K): the ISA's pointwise
 // kernels read A in place instead of packing it (src/gemm/in_place_a.cpp). p.a is `a`.
 constexpr int64_t kInPlaceAMaxColumns = 256;
 bool in_place_a_serves(const KernelConfig& cfg, const GemmProblem& p, const MatrixView& a);
-void gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConfig& cfg, int threads);
+bool gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConfig& cfg, int threads);
 // The no-pack path for small problems (one thread): B is read in place when it has unit
 // column stride, A is packed one micro-panel at a time.
-void gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
+bool gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
                 const KernelConfig& cfg);
 // Whether a problem of this size takes the no-pack path: at most kSmallMultiplyAdds, K <= 1024.
 constexpr double kSmallMultiplyAdds = 96.0 * 96 * 96;
@@ -232,7 +276,7 @@ bool prefers_small_path(int64_t m, int64_t n, int64_t k);
 constexpr int64_t kTinyNarrowColumns = 24;
 bool tiny_serves(const KernelConfig& cfg, int64_t m, int64_t n, int64_t k);
 bool tiny_serves_narrow(const KernelConfig& cfg, int64_t n, int64_t k);
-void gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
+bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
                float beta, float* c, int64_t rs_c, int threads);
 
 // Matrix times a few vectors: Y(i, r) = alpha * sum_j M(i, j) X(j, r) + beta * Y(i, r) for
@@ -242,12 +286,25 @@ void gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a
 // (gemv_serves).
 constexpr int64_t kGemvMaxVectors = 16;
 bool gemv_serves(int64_t rows, int64_t cols, const MatrixView& mat, int64_t vectors);
-void gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
+bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
           const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads);
+
+// The path sgemm_rowstored takes for a problem (PlainA / PlainB on views a and b), and on
+// how many threads: chosen here only.
+enum class GemmPath { GemvColumns, GemvRows, Tiny, Small, InPlaceA, TinyNarrow, PackedPerPanel, PackedSharedB };
+struct PathChoice {
+  GemmPath path;
+  int threads;
+};
+PathChoice choose_path(const GemmProblem& p, const MatrixView& a, const MatrixView& b, const KernelConfig& cfg);
+const char* path_name(GemmPath path);
 
 // The whole internal SGEMM on strided views (row-stored C): quick returns, alpha == 0,
 // and the choice between GEMV, no-pack and packed paths. Arguments already validated.
 void sgemm_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
                      const MatrixView& b, float beta, float* c, int64_t rs_c);
+// The same on gemm_no_heap alone (what the BLAS entry points run should anything throw).
+void sgemm_rowstored_no_heap(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
+                             const MatrixView& b, float beta, float* c, int64_t rs_c);
 
 }  // namespace gk

@@ -289,7 +289,22 @@ bool gemv_serves(int64_t rows, int64_t cols, const MatrixView& mat, int64_t vect
   return rows * cols * static_cast<int64_t>(sizeof(float)) > l2 * std::max<int64_t>(1, vectors / 4);
 }
 
-void gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
+namespace {
+// Rows [r0, r1) of part `part` of `parts`: multiples of 128, so every part runs whole
+// vector steps. A part has at most ceil(units / parts) units.
+struct RowRange {
+  int64_t r0, r1;
+};
+RowRange gemv_part(int64_t rows, int part, int parts) {
+  const int64_t units = (rows + 127) / 128;
+  return {std::min(rows, units * part / parts * 128), std::min(rows, units * (part + 1) / parts * 128)};
+}
+int64_t gemv_longest_part(int64_t rows, int parts) {
+  return std::min(rows, ((rows + 127) / 128 + parts - 1) / parts * 128);
+}
+}  // namespace
+
+bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
           const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads) {
   const GemvImpl impl = gemv_impl();
   const bool dot_form = vectors == 1 && mat.cs == 1 && mat.rs != 1;
@@ -299,9 +314,16 @@ void gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
   const float* xp = x.p;
   int64_t incx = x.rs;
   const bool gather = (dot_form && incx != 1) || (axpy_form && !(x.rs == vectors && (x.cs == 1 || vectors == 1)));
+  // The axpy form's partial sums: one part's rows per thread (a team smaller than asked
+  // for takes several parts per thread, one after another).
+  threads = std::max(threads, 1);
+  const int64_t part_rows = gemv_longest_part(rows, threads);
+  const ThreadParts sums =
+      axpy_form ? thread_parts(ScratchSlot::Edge, threads, vectors * gemv_sums_ld(part_rows)) : ThreadParts{};
+  float* packed = gather ? scratch(ScratchSlot::PackedA, cols * vectors) : nullptr;
+  if ((axpy_form && !sums.parts) || (gather && !packed))
+    return workspace_unavailable("the matrix-vector buffers", threads * vectors * gemv_sums_ld(part_rows) + cols * vectors);
   if (gather) {
-    float* packed = scratch(ScratchSlot::PackedA, cols * vectors);
-    if (!packed) out_of_memory("the matrix-vector operand", cols * vectors);
     for (int64_t j = 0; j < cols; ++j)
       for (int64_t r = 0; r < vectors; ++r) packed[j * vectors + r] = x.at(j, r);
     xp = packed;
@@ -309,20 +331,18 @@ void gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
   }
   parallel_region(threads, [&] {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-    // Split rows in multiples of 128 so every thread runs whole vector steps.
-    const int64_t units = (rows + 127) / 128;
-    const int64_t r0 = std::min(rows, units * tid / nt * 128);
-    const int64_t r1 = std::min(rows, units * (tid + 1) / nt * 128);
-    if (dot_form) {
-      impl.dot(r0, r1, cols, alpha, mat.p, mat.rs, xp, beta, y, incy);
-    } else if (axpy_form) {
-      float* sums = scratch(ScratchSlot::Edge, vectors * gemv_sums_ld(r1 - r0));
-      if (!sums) out_of_memory("the matrix-vector sums", vectors * gemv_sums_ld(r1 - r0));
-      impl.axpy(vectors, r0, r1, cols, alpha, mat.p, mat.cs, xp, beta, y, incy, ldy, sums);
-    } else {
-      gemv_strided(r0, r1, cols, alpha, mat, xp, incx, beta, y, incy);
+    for (int part = tid; part < threads; part += nt) {
+      const RowRange r = gemv_part(rows, part, threads);
+      if (dot_form) {
+        impl.dot(r.r0, r.r1, cols, alpha, mat.p, mat.rs, xp, beta, y, incy);
+      } else if (axpy_form) {
+        impl.axpy(vectors, r.r0, r.r1, cols, alpha, mat.p, mat.cs, xp, beta, y, incy, ldy, sums.part(tid));
+      } else {
+        gemv_strided(r.r0, r.r1, cols, alpha, mat, xp, incx, beta, y, incy);
+      }
     }
   });
+  return true;
 }
 
 }  // namespace gk

@@ -14,8 +14,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 
 #include "common/runtime.h"
 #include "gemm/gemm.h"
@@ -37,6 +35,16 @@ void store_c(const GemmProblem& p, const float* staged, int64_t m_pad, int64_t r
     }
   }
 }
+
+// The pointwise panels of at most kInPlaceAMaxColumns columns (in_place_a_serves), each at
+// least 8 wide, held here: a call allocates nothing.
+struct PanelList {
+  PointwisePanel panels[kInPlaceAMaxColumns / 8];
+  int count;
+  PanelList(const KernelInfo& ker, int64_t n) : count(pointwise_panels(ker, n, panels, kInPlaceAMaxColumns / 8)) {}
+  const PointwisePanel* begin() const { return panels; }
+  const PointwisePanel* end() const { return panels + count; }
+};
 
 }  // namespace
 
@@ -62,18 +70,21 @@ bool in_place_a_serves(const KernelConfig& cfg, const GemmProblem& p, const Matr
          staged <= (int64_t{1} << 18);
 }
 
-void gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConfig& cfg, int threads) {
+bool gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConfig& cfg, int threads) {
   const KernelInfo& ker = *cfg.kernel;
-  const std::vector<PointwisePanel> panels = pointwise_panels(ker, p.n);
+  const PanelList panels(ker, p.n);
   const int64_t width = round_up(p.n, 8), m_pad = round_up(p.m, kRowUnit);
   const int64_t kc_max = std::min(cfg.kc, p.k), mc = std::max(kRowUnit, cfg.mc / kRowUnit * kRowUnit);
-  float* staged = scratch(ScratchSlot::Edge, width * m_pad);
-  if (!staged) out_of_memory("the staged C of the in-place-A path", width * m_pad);
   threads = static_cast<int>(std::min<int64_t>(threads, ceil_div(p.m, kRowUnit)));
+  const int64_t b_floats = round_up(kc_max, 8) * width;  // blocks may round up to 8
+  float* staged = scratch(ScratchSlot::Edge, width * m_pad);
+  const ThreadParts b_blocks = thread_parts(ScratchSlot::PackedB, threads, b_floats);
+  if (!staged || !b_blocks.parts)
+    return workspace_unavailable("the in-place-A path's staged C and packed B", width * m_pad + threads * b_floats);
   parallel_region(threads, [&] {
-    const Range rows = share(ceil_div(p.m, kRowUnit), omp_get_thread_num(), omp_get_num_threads(), kRowUnit, p.m);
-    float* b_block = scratch(ScratchSlot::PackedB, round_up(kc_max, 8) * width);  // blocks may round up to 8
-    if (!b_block) out_of_memory("the packed B of the in-place-A path", round_up(kc_max, 8) * width);
+    const int tid = omp_get_thread_num();
+    const Range rows = share(ceil_div(p.m, kRowUnit), tid, omp_get_num_threads(), kRowUnit, p.m);
+    float* b_block = b_blocks.part(tid);
     if (rows.begin < rows.end) {
       for_each_balanced_block(p.k, cfg.kc, 8, [&](int64_t pc, int64_t kc) {
         for (const PointwisePanel& q : panels)
@@ -102,6 +113,7 @@ void gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConf
       store_c(p, staged, m_pad, rows.begin, rows.end);
     }
   });
+  return true;
 }
 
 }  // namespace gk

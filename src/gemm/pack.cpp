@@ -232,20 +232,18 @@ void pack_panels(const float* src, int64_t s_t, int64_t s_p, int64_t count, int6
 
 }  // namespace
 
-void ASource::block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch,
-                    const float** panels) const {
-  for (int64_t r = 0; r < rows; r += mr)
-    panels[r / mr] = panel(i0 + r, std::min<int64_t>(mr, rows - r), k0, kc, mr, scratch ? scratch + r * kc : nullptr);
+APanels ASource::block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch) const {
+  for (int64_t r = 0; r < rows; r += mr) panel(i0 + r, std::min<int64_t>(mr, rows - r), k0, kc, mr, scratch + r * kc);
+  return {scratch, kc * mr};
 }
 
 void BPacker::pack_panels(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr, float* dst) const {
   for (int64_t j = 0; j < cols; j += nr) pack_panel(k0, kc, j0 + j, std::min<int64_t>(nr, cols - j), nr, dst + j * kc);
 }
 
-void PlainA::block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch,
-                   const float** panels) const {
+APanels PlainA::block(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int mr, float* scratch) const {
   pack_panels(&a_.at(i0, k0), a_.rs, a_.cs, rows, kc, mr, scratch);
-  for (int64_t r = 0; r < rows; r += mr) panels[r / mr] = scratch + r * kc;
+  return {scratch, kc * mr};
 }
 
 void PlainB::pack_panels(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr, float* dst) const {
@@ -270,6 +268,10 @@ PackedA::PackedA(const MatrixView& a, int64_t m, int64_t k, int mr) : k_(k), mr_
 }
 
 PackedA::~PackedA() { std::free(data_); }
+
+APanels PackedA::block(int64_t i0, int64_t, int64_t k0, int64_t, int, float*) const {
+  return {data_ + (i0 / mr_) * k_ * mr_ + k0 * mr_, k_ * mr_};
+}
 
 const float* PackedA::panel(int64_t i0, int64_t, int64_t k0, int64_t, int mr, float*) const {
   (void)mr;  // equal to mr_: plans run with the kernel configuration they packed for

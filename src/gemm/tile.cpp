@@ -72,33 +72,32 @@ gk_ukernel_fn kernel_for_columns(const KernelInfo& kernel, int64_t n, int64_t* w
   return kernel.full_tile;
 }
 
-std::vector<ColumnPanel> column_panels(const KernelInfo& ker, int64_t n) {
-  int64_t widths[3] = {ker.nr, 0, 0};  // descending
-  int count = 1;
+ColumnPanels::ColumnPanels(const KernelInfo& ker, int64_t n) : nr_(ker.nr) {
+  if (n <= 0) return;
+  // The narrowest width of the family that covers `cols` (the full width if none does).
+  auto covering = [&](int64_t cols) {
+    int64_t width = ker.nr;
+    for (const NarrowKernel& narrow : ker.narrower)
+      if (narrow.fn && narrow.nr >= cols && narrow.nr < width) width = narrow.nr;
+    return width;
+  };
   bool has16 = ker.nr == 16;
-  for (int q = 1; q >= 0; --q)
-    if (ker.narrower[q].fn) {
-      widths[count++] = ker.narrower[q].nr;
-      has16 |= ker.narrower[q].nr == 16;
-    }
-  std::vector<ColumnPanel> panels;
-  panels.reserve(static_cast<size_t>(n / ker.nr + 2));
-  for (int64_t j = 0; j < n;) {
-    const int64_t left = n - j;
-    int64_t width = widths[0];
-    if (left > width) {
-      if (width == 24 && left == 32 && has16) width = 16;
-    } else {
-      for (int q = 0; q < count; ++q)
-        if (widths[q] >= left) width = widths[q];
-    }
-    panels.push_back({j, width, std::min(width, left)});
-    j += width;
+  for (const NarrowKernel& narrow : ker.narrower) has16 |= narrow.fn && narrow.nr == 16;
+  full_ = (n - 1) / nr_;  // panels that start with more than NR columns left
+  const int64_t left = n - full_ * nr_;  // 1..NR
+  if (nr_ == 24 && has16 && full_ > 0 && left == 8) {
+    // 32 columns left: 16 + 16, not 24 + 8.
+    --full_;
+    tail_[0] = {full_ * nr_, 16, 16};
+    tail_[1] = {full_ * nr_ + 16, covering(16), 16};
+    tail_count_ = 2;
+    return;
   }
-  return panels;
+  tail_[0] = {full_ * nr_, covering(left), left};
+  tail_count_ = 1;
 }
 
-std::vector<PointwisePanel> pointwise_panels(const KernelInfo& ker, int64_t columns) {
+int pointwise_panels(const KernelInfo& ker, int64_t columns, PointwisePanel* panels, int capacity) {
   static_assert(kMaxPointwiseNr % 8 == 0, "panels are whole 8-column blocks");
   auto widest = [&](int64_t left) -> const KernelInfo::Pointwise* {
     for (const KernelInfo::Pointwise& k : ker.pointwise)
@@ -107,14 +106,20 @@ std::vector<PointwisePanel> pointwise_panels(const KernelInfo& ker, int64_t colu
       if (k.fn && k.nr <= left) return &k;
     return nullptr;
   };
-  std::vector<PointwisePanel> panels;
+  int count = 0;
   const int64_t padded = round_up(columns, 8);
-  for (int64_t j = 0; j < padded;) {
+  for (int64_t j = 0; j < padded && count < capacity;) {
     const KernelInfo::Pointwise* k = widest(padded - j);
     if (!k) break;  // no pointwise kernels, or none 8 wide
-    panels.push_back({j, k});
+    panels[count++] = {j, k};
     j += k->nr;
   }
+  return count;
+}
+
+std::vector<PointwisePanel> pointwise_panels(const KernelInfo& ker, int64_t columns) {
+  std::vector<PointwisePanel> panels(static_cast<size_t>(ceil_div(std::max<int64_t>(columns, 0), 8)));
+  panels.resize(static_cast<size_t>(pointwise_panels(ker, columns, panels.data(), static_cast<int>(panels.size()))));
   return panels;
 }
 

@@ -13,10 +13,10 @@
 // 48^3 58.9 / 53.5, 96^3 83.0 / 76.6, 8x8x512 70.8 / 47.8, 256x16x64 51.2 / 38.8, 32^3
 // with A transposed 68.6 / 45.9; within noise at 64x128x64 (75.5 / 78.0). From 128^3 on it
 // falls behind (B's rows leave L1). A B with strided columns (a transposed B) is first
-// gathered into contiguous rows, once: 20^3 NT 0.89x OpenBLAS before. x86-64 with AVX2
-// only: elsewhere the no-pack and packed paths serve.
+// gathered into contiguous rows, once: 20^3 NT 0.89x OpenBLAS before (when that buffer
+// cannot be had, the call runs on the no-heap path). x86-64 with AVX2 only: elsewhere the
+// no-pack and packed paths serve.
 #include <algorithm>
-#include <cstdlib>
 
 #include "common/runtime.h"
 #include "gemm/gemm.h"
@@ -187,12 +187,12 @@ void tiny_row_block(int64_t rows_left, int64_t n, int64_t k, float alpha, const 
 
 }  // namespace
 
-void gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b_user,
+bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b_user,
                float beta, float* c, int64_t rs_c, int threads) {
   MatrixView b = b_user;
   if (b.cs != 1) {  // B's rows gathered once into contiguous rows (the packing transpose)
     float* rows = scratch(ScratchSlot::Edge, k * n);
-    if (!rows) out_of_memory("the small-matrix path", k * n);
+    if (!rows) return workspace_unavailable("the transposed B of the tiny path", k * n);
     PlainB(b).pack_panel(0, k, 0, n, static_cast<int>(n), rows);
     b = {rows, n, 1};
   }
@@ -204,11 +204,13 @@ void gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a
     for (int64_t i = rows.begin; i < rows.end; i += kRowsPerBlock)
       tiny_row_block(m - i, n, k, alpha, a, i, b, beta, c, rs_c);
   });
+  return true;
 }
 #else
-// Never called: tiny_serves() and tiny_serves_narrow() are false without x86-64.
-void gemm_tiny(int64_t, int64_t, int64_t, float, const MatrixView&, const MatrixView&, float, float*, int64_t, int) {
-  std::abort();
+// Never called: tiny_serves() and tiny_serves_narrow() are false without x86-64 (were it
+// called, the caller would run the product on its no-heap path).
+bool gemm_tiny(int64_t, int64_t, int64_t, float, const MatrixView&, const MatrixView&, float, float*, int64_t, int) {
+  return false;
 }
 #endif
 
