@@ -91,7 +91,8 @@ typedef struct {
 #define GK_CONV_FLAG_NCHW_INPUT 2u
 /* Residual join (oneDNN's "sum" post-op): output = act(conv(input) + bias + output). The
  * output holds the tensor to add when gk_conv_run is called (in the output's layout and
- * shape), so ResNet's relu(conv(x) + shortcut) is one pass over the output. */
+ * shape; NCHWx padding channels ignored), so ResNet's relu(conv(x) + shortcut) is one pass
+ * over the output. */
 #define GK_CONV_FLAG_ADD_TO_OUTPUT 4u
 
 typedef struct gk_conv_plan gk_conv_plan;

@@ -14,8 +14,9 @@
 // interleaved, [column][8]: the output itself in NCHW8, else a band transposed back.
 //
 // Layouts: NCHW and NCHW8 run natively (NCHW8 only with one output per input channel);
-// others are converted to NCHW. Threads split the (image, channel block) pairs. Bias and
-// activation are applied in registers before the store.
+// others are converted to NCHW. Threads split the (image, channel block) pairs. Bias, the
+// residual when adding to the output (NCHW: staged into the band first) and activation
+// are applied in registers before the store.
 #include <omp.h>
 
 #include <algorithm>
@@ -110,7 +111,7 @@ GK_INLINE void stage_rows_planar(const DwGeometry& g, const float* const (&plane
 // Output column x near the row's ends: each tap checked against them.
 template <int KH, int KW>
 GK_INLINE void border_column(const DwGeometry& g, const float* const* rows, const float* w, v8 bias,
-                             gk_activation act, int64_t x, float* out) {
+                             Finish f, int64_t x, float* out) {
   const int64_t kh = KH ? KH : g.kh, kw = KW ? KW : g.kw;
   v8 a = bias;
   for (int64_t i = 0; i < kh; ++i) {
@@ -121,7 +122,7 @@ GK_INLINE void border_column(const DwGeometry& g, const float* const* rows, cons
       if (col >= 0 && col < g.iw) a += load8(rows[i] + col * kLanes) * load8(w + (i * kw + j) * kLanes);
     }
   }
-  store8(out + x * kLanes, activate8(a, act));
+  finish8(out + x * kLanes, a, f);
 }
 
 // One kernel row of N output columns at stride 1, its width KW compiled in: each input
@@ -167,7 +168,7 @@ GK_INLINE void accumulate_row_by_tap(const DwGeometry& g, int64_t kw, const floa
 // time on MobileNetV2's stride-2 layers); 0: stride and dilation from g.
 template <int KH, int KW, int SW, int N>
 GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const float* w, v8 bias,
-                            gk_activation act, int64_t x, float* out) {
+                            Finish f, int64_t x, float* out) {
   const int64_t kh = KH ? KH : g.kh, kw = KW ? KW : g.kw, sw = SW ? SW : g.sw;
   v8 a[N];
 #pragma GCC unroll 8
@@ -182,21 +183,21 @@ GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const
     }
   }
 #pragma GCC unroll 8
-  for (int n = 0; n < N; ++n) store8(out + (x + n) * kLanes, activate8(a[n], act));
+  for (int n = 0; n < N; ++n) finish8(out + (x + n) * kLanes, a[n], f);
 }
 
 // Output columns [x, x + n), n <= 7, as one block of exactly n columns (n == 0: none).
 template <int KH, int KW, int SW>
 GK_INLINE void column_remainder(const DwGeometry& g, const float* const* rows, const float* w, v8 bias,
-                                gk_activation act, int64_t x, int64_t n, float* out) {
+                                Finish f, int64_t x, int64_t n, float* out) {
   switch (n) {
-    case 1: column_block<KH, KW, SW, 1>(g, rows, w, bias, act, x, out); break;
-    case 2: column_block<KH, KW, SW, 2>(g, rows, w, bias, act, x, out); break;
-    case 3: column_block<KH, KW, SW, 3>(g, rows, w, bias, act, x, out); break;
-    case 4: column_block<KH, KW, SW, 4>(g, rows, w, bias, act, x, out); break;
-    case 5: column_block<KH, KW, SW, 5>(g, rows, w, bias, act, x, out); break;
-    case 6: column_block<KH, KW, SW, 6>(g, rows, w, bias, act, x, out); break;
-    case 7: column_block<KH, KW, SW, 7>(g, rows, w, bias, act, x, out); break;
+    case 1: column_block<KH, KW, SW, 1>(g, rows, w, bias, f, x, out); break;
+    case 2: column_block<KH, KW, SW, 2>(g, rows, w, bias, f, x, out); break;
+    case 3: column_block<KH, KW, SW, 3>(g, rows, w, bias, f, x, out); break;
+    case 4: column_block<KH, KW, SW, 4>(g, rows, w, bias, f, x, out); break;
+    case 5: column_block<KH, KW, SW, 5>(g, rows, w, bias, f, x, out); break;
+    case 6: column_block<KH, KW, SW, 6>(g, rows, w, bias, f, x, out); break;
+    case 7: column_block<KH, KW, SW, 7>(g, rows, w, bias, f, x, out); break;
     default: break;
   }
 }
@@ -206,8 +207,8 @@ GK_INLINE void column_remainder(const DwGeometry& g, const float* const* rows, c
 // is a template size, 0 x 0: the run-time size; SW as column_block.
 template <int KH, int KW, int SW>
 GK_INLINE void compute_row(const DwGeometry& g, const float* const* rows, const float* w, v8 bias,
-                           gk_activation act, float* out) {
-  for (int64_t x = 0; x < g.inner_lo; ++x) border_column<KH, KW>(g, rows, w, bias, act, x, out);
+                           Finish f, float* out) {
+  for (int64_t x = 0; x < g.inner_lo; ++x) border_column<KH, KW>(g, rows, w, bias, f, x, out);
   // Blocks of 8 columns and one block of the 1..7 left; when 1..3 are left after a whole
   // block, that block and they are split into two of 4..6 instead (11 = 6 + 5), since 1..3
   // columns are as many chains of dependent FMAs. Blocks of exactly the width left, not
@@ -216,21 +217,21 @@ GK_INLINE void compute_row(const DwGeometry& g, const float* const* rows, const 
   const int64_t inner = g.inner_hi - g.inner_lo;
   const int64_t whole = inner % 8 != 0 && inner % 8 < 4 && inner > 8 ? inner / 8 - 1 : inner / 8;
   int64_t x = g.inner_lo;
-  for (int64_t b = 0; b < whole; ++b, x += 8) column_block<KH, KW, SW, 8>(g, rows, w, bias, act, x, out);
+  for (int64_t b = 0; b < whole; ++b, x += 8) column_block<KH, KW, SW, 8>(g, rows, w, bias, f, x, out);
   const int64_t rest = g.inner_hi - x;  // 0..7, or 9..11 to split
   if (rest > 8) {
-    column_remainder<KH, KW, SW>(g, rows, w, bias, act, x, (rest + 1) / 2, out);
+    column_remainder<KH, KW, SW>(g, rows, w, bias, f, x, (rest + 1) / 2, out);
     x += (rest + 1) / 2;
   }
-  column_remainder<KH, KW, SW>(g, rows, w, bias, act, x, g.inner_hi - x, out);
-  for (int64_t x = g.inner_hi; x < g.ow; ++x) border_column<KH, KW>(g, rows, w, bias, act, x, out);
+  column_remainder<KH, KW, SW>(g, rows, w, bias, f, x, g.inner_hi - x, out);
+  for (int64_t x = g.inner_hi; x < g.ow; ++x) border_column<KH, KW>(g, rows, w, bias, f, x, out);
 }
 
 // Output rows [oh0, oh0 + rows) from interleaved input rows: input row ih at
 // in + (ih - first) * iw * 8 for ih in [first, first + count).
 template <int KH, int KW, int SW>
 GK_INLINE void compute_rows(const DwGeometry& g, const float* in, int64_t first, int64_t count, int64_t oh0,
-                            int64_t rows, const float* w, v8 bias, gk_activation act, float* out) {
+                            int64_t rows, const float* w, v8 bias, Finish f, float* out) {
   constexpr int64_t kMaxRows = 16;
   const float* row_ptrs[kMaxRows];
   std::vector<const float*> many;  // kernels taller than 16 rows (never on the hot path)
@@ -244,7 +245,7 @@ GK_INLINE void compute_rows(const DwGeometry& g, const float* in, int64_t first,
       const int64_t ih = (oh0 + r) * g.sh - g.pad_top + i * g.dh;
       ptrs[i] = ih >= first && ih < first + count ? in + (ih - first) * g.iw * kLanes : nullptr;
     }
-    compute_row<KH, KW, SW>(g, ptrs, w, bias, act, out + r * g.ow * kLanes);
+    compute_row<KH, KW, SW>(g, ptrs, w, bias, f, out + r * g.ow * kLanes);
   }
 }
 
@@ -252,6 +253,13 @@ GK_INLINE void compute_rows(const DwGeometry& g, const float* in, int64_t first,
 // channel past the end): 8 columns at a time by 8 x 8 transposes.
 GK_INLINE void unstage_band_planar(const DwGeometry& g, const float* band, int64_t rows, float* const (&planes)[kLanes]) {
   deinterleave(band, kLanes, rows * g.ow, planes);
+}
+// The inverse, when adding to the output: the residual planes' rows into the band, where
+// the rows are computed.
+GK_INLINE void stage_band_planar(const DwGeometry& g, float* const (&planes)[kLanes], int64_t rows, float* band) {
+  const float* rows_in[kLanes];
+  for (int l = 0; l < kLanes; ++l) rows_in[l] = planes[l];
+  interleave(rows_in, kLanes, rows * g.ow, band);
 }
 
 // Where a channel block's input comes from and its output goes.
@@ -277,7 +285,7 @@ GK_INLINE void copy_into_padding(const BlockIo& io) {
 }
 
 template <int KH, int KW, int SW>
-GK_INLINE void run_block(const DwGeometry& g, const BlockIo& io, const float* w, v8 bias, gk_activation act,
+GK_INLINE void run_block(const DwGeometry& g, const BlockIo& io, const float* w, v8 bias, Finish f,
                          float* staged, float* band_out) {
   if (io.in_blocked && io.out_blocked) {
     const float* in = io.in_blocked;
@@ -285,32 +293,33 @@ GK_INLINE void run_block(const DwGeometry& g, const BlockIo& io, const float* w,
       copy_into_padding(io);
       in = staged;  // g is the padded copy's geometry
     }
-    compute_rows<KH, KW, SW>(g, in, 0, g.ih, 0, g.oh, w, bias, act, io.out_blocked);
+    compute_rows<KH, KW, SW>(g, in, 0, g.ih, 0, g.oh, w, bias, f, io.out_blocked);
     return;
   }
   for (int64_t oh0 = 0; oh0 < g.oh; oh0 += g.band) {
     const int64_t rows = std::min(g.band, g.oh - oh0);
     const int64_t first = g.first_row(oh0), count = g.row_count(oh0, rows);
     stage_rows_planar(g, io.in_planar, first, count, staged);
-    compute_rows<KH, KW, SW>(g, staged, first, count, oh0, rows, w, bias, act, band_out);
     float* planes[kLanes];
     for (int l = 0; l < kLanes; ++l) planes[l] = io.out_planar[l] ? io.out_planar[l] + oh0 * g.ow : nullptr;
+    if (f.add) stage_band_planar(g, planes, rows, band_out);
+    compute_rows<KH, KW, SW>(g, staged, first, count, oh0, rows, w, bias, f, band_out);
     unstage_band_planar(g, band_out, rows, planes);
   }
 }
 
-using BlockFn = void (*)(const DwGeometry&, const BlockIo&, const float*, const float*, gk_activation, float*, float*);
+using BlockFn = void (*)(const DwGeometry&, const BlockIo&, const float*, const float*, Finish, float*, float*);
 
 template <int KH, int KW, int SW>
-void block_baseline(const DwGeometry& g, const BlockIo& io, const float* w, const float* bias, gk_activation act,
+void block_baseline(const DwGeometry& g, const BlockIo& io, const float* w, const float* bias, Finish f,
                     float* s, float* b) {
-  run_block<KH, KW, SW>(g, io, w, load8(bias), act, s, b);
+  run_block<KH, KW, SW>(g, io, w, load8(bias), f, s, b);
 }
 #if defined(__x86_64__)
 template <int KH, int KW, int SW>
 __attribute__((target("avx2,fma"))) void block_avx2(const DwGeometry& g, const BlockIo& io, const float* w,
-                                                    const float* bias, gk_activation act, float* s, float* b) {
-  run_block<KH, KW, SW>(g, io, w, load8(bias), act, s, b);
+                                                    const float* bias, Finish f, float* s, float* b) {
+  run_block<KH, KW, SW>(g, io, w, load8(bias), f, s, b);
 }
 #endif
 
@@ -393,7 +402,7 @@ class DepthwiseConv final : public Prepared {
           }
         }
         fn_(copy_padded ? padded_ : g_, io, &w_[size_t(b * taps * kLanes)], &bias_[size_t(b * kLanes)],
-            d.activation, staged, band_out);
+            Finish{d.activation, s_.adds_to_output()}, staged, band_out);
       }
     });
   }
@@ -436,7 +445,7 @@ struct PaddedPlane {
 // Output columns [x, x + 8 * N) of one row: N accumulators over every tap.
 template <int N>
 GK_INLINE void row_block(const float* origin, const int64_t* offsets, int64_t taps, const float* w, const v8& bias,
-                         gk_activation act, int64_t x, float* yrow) {
+                         Finish f, int64_t x, float* yrow) {
   v8 a[N];
 #pragma GCC unroll 4
   for (int n = 0; n < N; ++n) a[n] = bias;
@@ -447,7 +456,7 @@ GK_INLINE void row_block(const float* origin, const int64_t* offsets, int64_t ta
     for (int n = 0; n < N; ++n) a[n] += load8(src + 8 * n) * wt;
   }
 #pragma GCC unroll 4
-  for (int n = 0; n < N; ++n) store8(yrow + x + 8 * n, activate8(a[n], act));
+  for (int n = 0; n < N; ++n) finish8(yrow + x + 8 * n, a[n], f);
 }
 
 GK_INLINE void depthwise_plane(const Shape& s, const PaddedPlane& pp, const float* x, const float* w, float bias,
@@ -464,21 +473,23 @@ GK_INLINE void depthwise_plane(const Shape& s, const PaddedPlane& pp, const floa
   }
   const int64_t taps = int64_t(pp.offsets.size());
   const v8 bias8 = splat8(bias);
+  const Finish f{d.activation, s.adds_to_output()};
   for (int64_t oh = 0; oh < s.oh; ++oh) {
     float* yrow = y + oh * s.ow;
     const float* origin = buffer + oh * d.stride_h * pp.sw * pp.len;
     int64_t ow = 0;
-    for (; ow + 32 <= s.ow; ow += 32) row_block<4>(origin, pp.offsets.data(), taps, w, bias8, d.activation, ow, yrow);
-    for (; ow + 8 <= s.ow; ow += 8) row_block<1>(origin, pp.offsets.data(), taps, w, bias8, d.activation, ow, yrow);
+    for (; ow + 32 <= s.ow; ow += 32) row_block<4>(origin, pp.offsets.data(), taps, w, bias8, f, ow, yrow);
+    for (; ow + 8 <= s.ow; ow += 8) row_block<1>(origin, pp.offsets.data(), taps, w, bias8, f, ow, yrow);
     if (ow == s.ow) continue;
-    if (s.ow >= 8) {  // the last 8 columns again, overlapping
-      row_block<1>(origin, pp.offsets.data(), taps, w, bias8, d.activation, s.ow - 8, yrow);
+    // The last 8 columns again, overlapping; but adding to the output that would add the
+    // residual of the columns already done twice.
+    if (s.ow >= 8 && !f.add) {
+      row_block<1>(origin, pp.offsets.data(), taps, w, bias8, f, s.ow - 8, yrow);
       continue;
     }
-    v8 acc = bias8;  // a row narrower than 8: its extra lanes read the slack
-    for (int64_t t = 0; t < taps; ++t) acc += load8(origin + pp.offsets[size_t(t)]) * w[t];
-    acc = activate8(acc, d.activation);
-    for (int64_t q = 0; q < s.ow; ++q) yrow[q] = acc[q];
+    v8 acc = bias8;  // the columns left as one vector: its extra lanes read the slack
+    for (int64_t t = 0; t < taps; ++t) acc += load8(origin + ow + pp.offsets[size_t(t)]) * w[t];
+    finish_lanes(yrow + ow, 1, s.ow - ow, acc, f);
   }
 }
 

@@ -7,7 +7,7 @@
 // each group is too small for a GEMM to pay off. (Channel-wise convolutions have their
 // own algorithm, vectorized over channels: algo_depthwise.cpp.)
 // Threads split the (batch, output channel) planes; bias and activation are applied to
-// each row while it is in L1.
+// each row while it is in L1. Adding to the output, a row starts from the residual in it.
 #include <omp.h>
 
 #include <algorithm>
@@ -81,7 +81,11 @@ GK_INLINE void direct_plane(const PlaneGeometry& g, const float* x, const float*
   const int64_t phase_len = (W + sw - 1) / sw;
   for (int64_t oh = 0; oh < s.oh; ++oh) {
     float* yrow = y + oh * s.ow;
-    std::fill(yrow, yrow + s.ow, bias);
+    if (s.adds_to_output()) {  // the row starts from the residual already there
+      for (int64_t j = 0; j < s.ow; ++j) yrow[j] += bias;
+    } else {
+      std::fill(yrow, yrow + s.ow, bias);
+    }
     for (int64_t ic = 0; ic < s.icg; ++ic) {
       for (int64_t r = 0; r < d.kernel_h; ++r) {
         const int64_t ih = oh * d.stride_h - d.pad_top + r * d.dilation_h;

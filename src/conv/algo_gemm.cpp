@@ -1,7 +1,8 @@
 // The GEMM-based algorithms. Per batch item and group, the convolution is
 //   Y[oc, pixel] = W[oc, (ic, r, s)] * X'[(ic, r, s), pixel]    (M = ocg, K = icg*R*S, N = OH*OW)
 // with W packed once at plan time into the kernel's A micro-panels, and bias + activation
-// applied by the GEMM epilogue as each C tile is stored.
+// applied by the GEMM epilogue as each C tile is stored (adding to the output: beta = 1,
+// so the residual joins before the epilogue).
 //  - gemm_1x1: a 1x1 unpadded conv reads X' = the image itself (no copy); with a stride, the
 //    strided pixels gathered into a compact image first (ResNet's downsampling 1x1s).
 //  - im2col_gemm: X' is never built. The driver asks for kc x NR micro-panels and an
@@ -294,7 +295,7 @@ class GemmConv final : public Prepared {
       for (int64_t g = 0; g < d.groups; ++g) {
         const float* x = input + n * in_image + g * s_.icg * d.in_height * d.in_width;
         GemmProblem p;
-        p.m = s_.ocg, p.n = s_.pixels(), p.k = s_.k_gemm, p.alpha = 1.0f, p.beta = 0.0f;
+        p.m = s_.ocg, p.n = s_.pixels(), p.k = s_.k_gemm, p.alpha = 1.0f, p.beta = beta();
         p.a = packed_[static_cast<size_t>(g)].get();
         p.c = output + n * out_image + g * s_.ocg * s_.pixels();
         p.rs_c = s_.pixels();
@@ -305,6 +306,10 @@ class GemmConv final : public Prepared {
   }
 
  private:
+  // Adding to the output, C = act(W X' + C + bias): the driver applies beta at the first K
+  // block and the epilogue at the last. beta 0 never reads C.
+  float beta() const { return s_.adds_to_output() ? 1.0f : 0.0f; }
+
   // A strided 1x1 convolution reads every stride-th pixel: those are first gathered into a
   // compact image (channels x OH x OW, `lanes` floats per pixel: 1 in NCHW, 8 in NCHW8), so
   // the GEMM's B is plain (im2col would copy and pack the whole input). Stride 1: x itself.
@@ -366,7 +371,7 @@ class GemmConv final : public Prepared {
         continue;
       }
       GemmProblem p;
-      p.m = s_.ocg, p.n = pixels, p.k = s_.k_gemm, p.alpha = 1.0f, p.beta = 0.0f;
+      p.m = s_.ocg, p.n = pixels, p.k = s_.k_gemm, p.alpha = 1.0f, p.beta = beta();
       p.a = packed_[0].get();
       p.c = y, p.c_block_stride = pixels * 8;
       p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), 0);

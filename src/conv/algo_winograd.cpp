@@ -16,7 +16,8 @@
 //        of NR tiles, so no packing pass runs;
 //     2. the alpha^2 GEMMs M[xi] (+)= U[xi] V[xi], micro-kernel calls on the packed
 //        operands (the first channel block writes M, the others accumulate);
-//   3. output transform: Y = A^T M A per tile, + bias, activation, into the output.
+//   3. output transform: Y = A^T M A per tile, + bias, + the output already there when
+//      adding to it (GK_CONV_FLAG_ADD_TO_OUTPUT), activation, into the output.
 //
 // Blocking (derived at plan time from the caches, see blocking()):
 //   icb: all channels unless one B micro-panel (icb x NR floats) would exceed a quarter
@@ -139,33 +140,34 @@ GK_INLINE void input_tile8(const float* base, int64_t len, int lanes, float* v, 
 }
 
 
-// Stores one output row of 8 whole tiles: lane l's M values at out[l * M, l * M + M).
-// The M vectors (one per column, lanes = tiles) are interleaved with shuffles into 8 * M
-// contiguous floats, so the row leaves as M vector stores.
+// One output row of 8 whole tiles in memory order: lane l's M values at out[l * M, l * M +
+// M), 8 * M contiguous floats as M vectors. The M vectors of y (one per column, lanes =
+// tiles) are interleaved with shuffles, so the row is finished (residual, activation: both
+// per element, and the bias per channel) and stored as M whole vectors.
 template <int M>
-GK_INLINE void store_row_interleaved(const v8 (&y)[M], float* out) {
+GK_INLINE void interleave_row(const v8 (&y)[M], v8 (&out)[M]) {
   const v8i lo = {0, 8, 1, 9, 2, 10, 3, 11}, hi = {4, 12, 5, 13, 6, 14, 7, 15};
   if constexpr (M == 2) {
-    store8(out, __builtin_shuffle(y[0], y[1], lo));
-    store8(out + 8, __builtin_shuffle(y[0], y[1], hi));
+    out[0] = __builtin_shuffle(y[0], y[1], lo);
+    out[1] = __builtin_shuffle(y[0], y[1], hi);
   } else if constexpr (M == 4) {
     const v8 a0 = __builtin_shuffle(y[0], y[1], lo), a1 = __builtin_shuffle(y[0], y[1], hi);
     const v8 b0 = __builtin_shuffle(y[2], y[3], lo), b1 = __builtin_shuffle(y[2], y[3], hi);
     const v8i pair_lo = {0, 1, 8, 9, 2, 3, 10, 11}, pair_hi = {4, 5, 12, 13, 6, 7, 14, 15};
-    store8(out, __builtin_shuffle(a0, b0, pair_lo));
-    store8(out + 8, __builtin_shuffle(a0, b0, pair_hi));
-    store8(out + 16, __builtin_shuffle(a1, b1, pair_lo));
-    store8(out + 24, __builtin_shuffle(a1, b1, pair_hi));
+    out[0] = __builtin_shuffle(a0, b0, pair_lo);
+    out[1] = __builtin_shuffle(a0, b0, pair_hi);
+    out[2] = __builtin_shuffle(a1, b1, pair_lo);
+    out[3] = __builtin_shuffle(a1, b1, pair_hi);
   } else {
     // Pairs (y[2k][l], y[2k+1][l]) as 64-bit units q_k[l]; lane l's row is q0, q1, q2.
     for (int half = 0; half < 2; ++half) {
       const v8i sel = half ? hi : lo;
       const v4q q0 = (v4q)__builtin_shuffle(y[0], y[1], sel), q1 = (v4q)__builtin_shuffle(y[2], y[3], sel),
                 q2 = (v4q)__builtin_shuffle(y[4], y[5], sel);
-      float* o = out + half * 24;
-      store8(o, (v8)__builtin_shuffle(__builtin_shuffle(q0, q1, (v4q){0, 4, 1, 5}), q2, (v4q){0, 1, 4, 2}));
-      store8(o + 8, (v8)__builtin_shuffle(__builtin_shuffle(q1, q2, (v4q){1, 5, 2, 6}), q0, (v4q){0, 1, 6, 2}));
-      store8(o + 16, (v8)__builtin_shuffle(__builtin_shuffle(q0, q1, (v4q){3, 7, 2, 6}), q2, (v4q){6, 0, 1, 7}));
+      v8* o = out + half * 3;
+      o[0] = (v8)__builtin_shuffle(__builtin_shuffle(q0, q1, (v4q){0, 4, 1, 5}), q2, (v4q){0, 1, 4, 2});
+      o[1] = (v8)__builtin_shuffle(__builtin_shuffle(q1, q2, (v4q){1, 5, 2, 6}), q0, (v4q){0, 1, 6, 2});
+      o[2] = (v8)__builtin_shuffle(__builtin_shuffle(q0, q1, (v4q){3, 7, 2, 6}), q2, (v4q){6, 0, 1, 7});
     }
   }
 }
@@ -183,24 +185,26 @@ GK_INLINE void output_transform(const float* mt, int64_t xi_stride, v8 (&y)[M + 
 }
 
 // Y = A^T M A for 8 tiles (M[xi] at mt + xi * xi_stride, lanes contiguous), + bias,
-// activation, into the output rows (lane l's column offset l * M), only inside
-// [0, oh_n) x [0, ow_n).
+// finished (Finish: the residual, activation) into the output rows (lane l's column
+// offset l * M), only inside [0, oh_n) x [0, ow_n).
 template <int M>
-GK_INLINE void output_tile8(const float* mt, int64_t xi_stride, int lanes, float bias, gk_activation act,
-                            float* out, int64_t row, int64_t oh_n, int64_t ow_n) {
+GK_INLINE void output_tile8(const float* mt, int64_t xi_stride, int lanes, float bias, Finish f, float* out,
+                            int64_t row, int64_t oh_n, int64_t ow_n) {
   v8 y[M + 2][M + 2];
   output_transform<M>(mt, xi_stride, y);
   const bool whole_row = lanes == 8 && ow_n >= 8 * M;
   for (int i = 0; i < M && i < oh_n; ++i) {
     v8 row_out[M];
-    for (int j = 0; j < M; ++j) row_out[j] = activate8(y[i][j] + bias, act);
+    for (int j = 0; j < M; ++j) row_out[j] = y[i][j] + bias;
     float* dst = out + i * row;
     if (whole_row) {
-      store_row_interleaved<M>(row_out, dst);
+      v8 in_order[M];
+      interleave_row<M>(row_out, in_order);
+      for (int q = 0; q < M; ++q) finish8(dst + q * 8, in_order[q], f);
       continue;
     }
-    for (int l = 0; l < lanes; ++l)
-      for (int j = 0; j < M && l * M + j < ow_n; ++j) dst[l * M + j] = row_out[j][l];
+    for (int j = 0; j < M && j < ow_n; ++j)  // column j of the tiles inside [0, ow_n)
+      finish_lanes(dst + j, M, std::min<int64_t>(lanes, (ow_n - j + M - 1) / M), row_out[j], f);
   }
 }
 
@@ -243,35 +247,35 @@ GK_INLINE void input_tiles_blocked(const float* const* tiles, int count, int64_t
 }
 
 // Y = A^T M A for one tile of 8 channels (M[xi] at mt + xi * xi_stride, one vector over
-// the channels), + bias, activation, stored as NCHW8 pixels (row stride `row` floats),
+// the channels), + bias, finished (Finish) as NCHW8 pixels (row stride `row` floats),
 // only inside [0, oh_n) x [0, ow_n).
 template <int M>
-GK_INLINE void output_tile_blocked(const float* mt, int64_t xi_stride, const float* bias, gk_activation act,
-                                   float* out, int64_t row, int64_t oh_n, int64_t ow_n) {
+GK_INLINE void output_tile_blocked(const float* mt, int64_t xi_stride, const float* bias, Finish f, float* out,
+                                   int64_t row, int64_t oh_n, int64_t ow_n) {
   v8 y[M + 2][M + 2];
   output_transform<M>(mt, xi_stride, y);
   const v8 b = load8(bias);
   for (int i = 0; i < M && i < oh_n; ++i)
-    for (int j = 0; j < M && j < ow_n; ++j) store8(out + i * row + j * 8, activate8(y[i][j] + b, act));
+    for (int j = 0; j < M && j < ow_n; ++j) finish8(out + i * row + j * 8, y[i][j] + b, f);
 }
 
 // The transforms compiled for AVX2 (x86-64 with AVX2) and for the baseline (SSE, NEON).
 template <int M>
 struct TransformFns {
   void (*in)(const float*, int64_t, int, float*, int64_t);
-  void (*out)(const float*, int64_t, int, float, gk_activation, float*, int64_t, int64_t, int64_t);
+  void (*out)(const float*, int64_t, int, float, Finish, float*, int64_t, int64_t, int64_t);
   void (*split)(const float*, int64_t, int64_t, int64_t, float*);
   void (*in_blocked)(const float* const*, int, int64_t, int, float*, int64_t, int64_t);
-  void (*out_blocked)(const float*, int64_t, const float*, gk_activation, float*, int64_t, int64_t, int64_t);
+  void (*out_blocked)(const float*, int64_t, const float*, Finish, float*, int64_t, int64_t, int64_t);
 };
 template <int M>
 void input_baseline(const float* b, int64_t len, int lanes, float* v, int64_t st) {
   input_tile8<M>(b, len, lanes, v, st);
 }
 template <int M>
-void output_baseline(const float* mt, int64_t st, int lanes, float bias, gk_activation act, float* out,
+void output_baseline(const float* mt, int64_t st, int lanes, float bias, Finish f, float* out,
                      int64_t row, int64_t oh_n, int64_t ow_n) {
-  output_tile8<M>(mt, st, lanes, bias, act, out, row, oh_n, ow_n);
+  output_tile8<M>(mt, st, lanes, bias, f, out, row, oh_n, ow_n);
 }
 template <int M>
 void in_blocked_baseline(const float* const* tiles, int count, int64_t row, int channels, float* v, int64_t rs,
@@ -279,9 +283,9 @@ void in_blocked_baseline(const float* const* tiles, int count, int64_t row, int 
   input_tiles_blocked<M>(tiles, count, row, channels, v, rs, xs);
 }
 template <int M>
-void out_blocked_baseline(const float* mt, int64_t xs, const float* bias, gk_activation act, float* out, int64_t row,
+void out_blocked_baseline(const float* mt, int64_t xs, const float* bias, Finish f, float* out, int64_t row,
                           int64_t oh_n, int64_t ow_n) {
-  output_tile_blocked<M>(mt, xs, bias, act, out, row, oh_n, ow_n);
+  output_tile_blocked<M>(mt, xs, bias, f, out, row, oh_n, ow_n);
 }
 template <int M>
 void split_baseline(const float* row, int64_t width, int64_t pad, int64_t len, float* dst) {
@@ -295,9 +299,9 @@ __attribute__((target("avx2,fma"))) void in_blocked_avx2(const float* const* til
 }
 template <int M>
 __attribute__((target("avx2,fma"))) void out_blocked_avx2(const float* mt, int64_t xs, const float* bias,
-                                                          gk_activation act, float* out, int64_t row, int64_t oh_n,
+                                                          Finish f, float* out, int64_t row, int64_t oh_n,
                                                           int64_t ow_n) {
-  output_tile_blocked<M>(mt, xs, bias, act, out, row, oh_n, ow_n);
+  output_tile_blocked<M>(mt, xs, bias, f, out, row, oh_n, ow_n);
 }
 template <int M>
 __attribute__((target("avx2,fma"))) void split_avx2(const float* row, int64_t width, int64_t pad, int64_t len,
@@ -311,9 +315,9 @@ __attribute__((target("avx2,fma"))) void input_avx2(const float* b, int64_t len,
 }
 template <int M>
 __attribute__((target("avx2,fma"))) void output_avx2(const float* mt, int64_t st, int lanes, float bias,
-                                                     gk_activation act, float* out, int64_t row,
+                                                     Finish f, float* out, int64_t row,
                                                      int64_t oh_n, int64_t ow_n) {
-  output_tile8<M>(mt, st, lanes, bias, act, out, row, oh_n, ow_n);
+  output_tile8<M>(mt, st, lanes, bias, f, out, row, oh_n, ow_n);
 }
 #endif
 template <int M>
@@ -488,6 +492,9 @@ class WinogradConv final : public Prepared {
   // M's rows: whole kernel tiles (MR), and in NCHW8 whole channel blocks.
   int64_t m_rows(int64_t channels) const { return std::max(round_up(channels, mr_), round_up(channels, 8)); }
   int64_t m_floats(int64_t channels) const { return A * A * m_rows(channels) * blocking_.tiles + 8; }
+  // How the output transforms finish an output: the activation, after the residual when
+  // adding to the output.
+  Finish finish() const { return {s_.d.activation, s_.adds_to_output()}; }
   // Output channels are shared between threads in whole kernel tiles, in NCHW8 whole blocks.
   int64_t channel_unit(bool blocked) const { return blocked ? 8 : mr_; }
 
@@ -601,14 +608,13 @@ class WinogradConv final : public Prepared {
 
   void transform_output_blocked(const float* m, int64_t t0, int64_t count, int64_t width, Range channels,
                                 float* y) const {
-    const gk_conv_desc& d = s_.d;
     const int64_t xi_m = m_rows(channels.end - channels.begin) * width, row = s_.ow * 8;
     for (int64_t o = channels.begin; o < channels.end; o += 8) {
       const float* mb = m + (o - channels.begin) / 8 * width * 8;
       float* plane = y + o / 8 * s_.oh * row;
       for (int64_t pos = 0; pos < count; ++pos) {
         const int64_t ty = (t0 + pos) / tw_, tx = (t0 + pos) % tw_;
-        fns_.out_blocked(mb + pos * 8, xi_m, &bias_blocked_[size_t(o)], d.activation,
+        fns_.out_blocked(mb + pos * 8, xi_m, &bias_blocked_[size_t(o)], finish(),
                          plane + ty * M * row + tx * M * 8, row, s_.oh - ty * M, s_.ow - tx * M);
       }
     }
@@ -686,12 +692,11 @@ class WinogradConv final : public Prepared {
 
   void transform_output(const float* m, int64_t t0, int64_t count, int64_t width, Range channels,
                         float* y) const {
-    const gk_conv_desc& d = s_.d;
     for (int64_t o = channels.begin; o < channels.end; ++o) {
       const float bias = bias_.empty() ? 0.0f : bias_[size_t(o)];
       for_each_tile_group(t0, count, 0, [&](int64_t pos, int lanes) {
         const int64_t ty = (t0 + pos) / tw_, tx = (t0 + pos) % tw_;
-        fns_.out(m + (o - channels.begin) * A * A * width + pos, width, lanes, bias, d.activation,
+        fns_.out(m + (o - channels.begin) * A * A * width + pos, width, lanes, bias, finish(),
                  y + (o * s_.oh + ty * M) * s_.ow + tx * M, s_.ow, s_.oh - ty * M, s_.ow - tx * M);
       });
     }

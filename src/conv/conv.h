@@ -23,6 +23,9 @@ struct Shape {
   int64_t pixels() const { return oh * ow; }
   bool depthwise() const { return d.groups == d.in_channels && icg == 1; }
   double flops() const { return 2.0 * d.batch * d.out_channels * pixels() * k_gemm; }
+  // GK_CONV_FLAG_ADD_TO_OUTPUT: each output is added to the value already there (the
+  // residual) before the activation; otherwise the output is never read.
+  bool adds_to_output() const { return d.flags & GK_CONV_FLAG_ADD_TO_OUTPUT; }
 };
 
 // The integer a caller stored in an enum field or argument. A C caller can pass any int;
@@ -46,8 +49,9 @@ class Prepared {
   virtual ~Prepared() = default;
   // Output in the plan's layout when native_layout() says it runs that layout, else NCHW
   // (run_in_layout converts); input in the same, except that a plan whose input is NCHW
-  // (GK_CONV_FLAG_NCHW_INPUT) passes it as it is where reads_nchw_input(). Thread-safe (no
-  // mutable state).
+  // (GK_CONV_FLAG_NCHW_INPUT) passes it as it is where reads_nchw_input(). When the shape
+  // adds_to_output(), the output holds the tensor to add, in that same layout. Thread-safe
+  // (no mutable state).
   virtual void run(const float* input, float* output) const = 0;
   virtual bool native_layout(gk_layout layout) const { return layout == GK_LAYOUT_NCHW; }
   virtual bool reads_nchw_input() const { return false; }
@@ -106,13 +110,16 @@ void set_phase_times(PhaseTimes* sink);  // nullptr: off
 // Runs a prepared algorithm on tensors in the shape's layouts: directly when the algorithm
 // runs them natively, else through copies in this thread's workspace (NCHW, or for an NCHW
 // input the output's layout; the conversions are part of the time gk_conv_run and
-// Fast-Run measure).
+// Fast-Run measure). Adding to the output, the output is first converted into its copy.
 gk_status run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output);
 // The workspace that takes, in bytes (the algorithm's own plus any layout copies).
 int64_t workspace_in_layout(const Shape& s, const Prepared& p);
 
 // Channels per block of a layout (1 for NCHW and NHWC).
 int64_t channel_block(gk_layout layout);
+// Sets the padding channels of an NCHWx tensor (n images of c channels of `pixels`) to 0;
+// nothing for other layouts or whole blocks.
+void zero_padding_channels(float* t, gk_layout layout, int64_t n, int64_t c, int64_t pixels);
 bool valid_layout(int layout);
 
 // The epilogue for output channels [oc0, oc0 + count) of a plan's bias and activation.

@@ -34,7 +34,8 @@ bool validate(const gk_conv_desc& d, Shape* shape) {
       {valid_layout(raw_enum(d.layout)), "unknown layout"},
       {raw_enum(d.activation) >= GK_ACT_NONE && raw_enum(d.activation) <= GK_ACT_RELU6,
        "unknown activation"},
-      {(d.flags & ~(GK_CONV_FLAG_HIGH_ACCURACY | GK_CONV_FLAG_NCHW_INPUT)) == 0, "unknown flags"},
+      {(d.flags & ~(GK_CONV_FLAG_HIGH_ACCURACY | GK_CONV_FLAG_NCHW_INPUT | GK_CONV_FLAG_ADD_TO_OUTPUT)) == 0,
+       "unknown flags"},
   };
   for (const Check& c : checks) {
     if (!c.ok) {

@@ -213,6 +213,9 @@ Choice profile_and_choose(const Shape& s, const std::vector<Candidate>& cands, c
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(0.0f, 1.0f);
   for (float& x : input) x = dist(rng);
+  // The plan's own scratch output, never the caller's: with GK_CONV_FLAG_ADD_TO_OUTPUT (in
+  // s, so every candidate runs it, its layout copy included) each run adds to it, a sum
+  // that grows from zero by a layer's outputs per run, far from overflowing.
   std::vector<float> output(static_cast<size_t>(gk_tensor_size(d.layout, d.batch, d.out_channels, s.oh, s.ow)));
 
   double virtual_clock = 0;

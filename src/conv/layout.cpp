@@ -22,6 +22,16 @@ int64_t channel_block(gk_layout layout) {
   }
 }
 
+void zero_padding_channels(float* t, gk_layout layout, int64_t n, int64_t c, int64_t pixels) {
+  const int64_t x = channel_block(layout), blocks = (c + x - 1) / x;
+  if (c % x == 0) return;
+  for (int64_t b = 0; b < n; ++b) {
+    float* last = t + ((b + 1) * blocks - 1) * pixels * x;  // image b's last channel block
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int64_t l = c % x; l < x; ++l) last[p * x + l] = 0.0f;
+  }
+}
+
 namespace {
 
 // Offset of element (n, c, h, w) in a tensor of `layout` with c_pad channels (padded).

@@ -108,6 +108,19 @@ LayoutCopies layout_copies(const Shape& s, const Prepared& p) {
   c.out_floats = c.copy_out ? gk_tensor_size(c.out, d.batch, d.out_channels, s.oh, s.ow) : 0;
   return c;
 }
+
+// Adding to the output, run() finds the tensor to add where it writes: the caller's output
+// converted into the output copy, or in place with the padding channels of an NCHWx output
+// zeroed (the layout's convention, which the caller's buffer may not keep: run() adds them
+// to zero sums, so they would come out as they went in).
+void prepare_residual(const Shape& s, const LayoutCopies& c, float* output, float* out_copy) {
+  const gk_conv_desc& d = s.d;
+  if (c.copy_out) {
+    gk_convert_layout(output, d.layout, out_copy, c.out, d.batch, d.out_channels, s.oh, s.ow);
+  } else {
+    zero_padding_channels(output, d.layout, d.batch, d.out_channels, s.pixels());
+  }
+}
 }  // namespace
 
 gk_status run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output) {
@@ -121,6 +134,7 @@ gk_status run_in_layout(const Shape& s, const Prepared& p, const float* input, f
   }
   if (c.copy_in)
     gk_convert_layout(input, s.in_layout, in_copy, c.in, d.batch, d.in_channels, d.in_height, d.in_width);
+  if (s.adds_to_output()) prepare_residual(s, c, output, out_copy);
   p.run(c.copy_in ? in_copy : input, c.copy_out ? out_copy : output);
   if (c.copy_out) gk_convert_layout(out_copy, c.out, output, d.layout, d.batch, d.out_channels, s.oh, s.ow);
   return GK_OK;

@@ -74,7 +74,7 @@ bool PointwiseNchw8::usable(const KernelInfo& kernel, const Shape& s) {
 bool PointwiseNchw8::gathers() const { return !in_place(s_); }
 
 PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const float* weights, const float* bias)
-    : s_(s), has_bias_(bias != nullptr) {
+    : s_(s), has_bias_(bias != nullptr), add_(s.adds_to_output()) {
   const gk_conv_desc& d = s.d;
   activation_ = static_cast<int>(make_epilogue(s, nullptr, 0).act);
   in_blocks_ = ceil_div(d.in_channels, 8);
@@ -262,6 +262,14 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_dense_pixels_planar(const float*
   std::memset(dst + count * row_len, 0, static_cast<size_t>((round_up(count, 12) - count) * row_len) * 4);
 }
 
+// `pixels` pixels of `blocks` consecutive 8-channel blocks from src to dst (block strides
+// in floats): a partial tile's outputs staged in or out.
+void copy_tile_pixels(float* dst, int64_t dst_block_stride, const float* src, int64_t src_block_stride, int blocks,
+                      int64_t pixels) {
+  for (int j = 0; j < blocks; ++j)
+    std::memcpy(dst + j * dst_block_stride, src + j * src_block_stride, static_cast<size_t>(pixels * 8) * 4);
+}
+
 // Whether the `pixels` (< MR) past a panel's last whole tile run faster as one-pixel calls
 // than as a whole staged tile, for K rows of `blocked` channels in 8-channel blocks and
 // `tail` others. Cycles per channel: a whole tile MR x NR / 16 (two FMAs a cycle); a pixel
@@ -289,7 +297,7 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
   args.tail_channels = rows % 8;
   args.bias = has_bias_ && last ? bias_.data() + p.oc0 : nullptr;
   args.activation = last ? activation_ : 0;
-  args.accumulate = k0 > 0;
+  args.accumulate = k0 > 0 || add_;  // the first K block adds the residual
   args.x = a, args.x_block_stride = st.block, args.x_pixel_stride = st.pixel;
   args.y = y + (p.oc0 / 8) * pixels * 8 + p0 * 8, args.y_block_stride = pixels * 8;
   args.tiles = (p1 - p0) / p.mr;
@@ -314,13 +322,10 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
     }
     args.x = xs, args.x_block_stride = tile;  // pixel stride 8
   }
-  if (args.accumulate)
-    for (int j = 0; j < p.nr / 8; ++j)
-      std::memcpy(ys + j * tile, out + j * pixels * 8, static_cast<size_t>(real * 8) * 4);
+  if (args.accumulate) copy_tile_pixels(ys, tile, out, pixels * 8, p.nr / 8, real);
   args.y = ys, args.y_block_stride = tile;
   p.fn(&args);
-  for (int j = 0; j < p.nr / 8; ++j)
-    std::memcpy(out + j * pixels * 8, ys + j * tile, static_cast<size_t>(real * 8) * 4);
+  copy_tile_pixels(out, pixels * 8, ys, tile, p.nr / 8, real);
 }
 
 // Work items are (pixel chunk, range of panels). Weights that fit: the ranges are the
@@ -400,7 +405,7 @@ void PointwiseNchw8::run_direct(const float* x, float* y, int threads) const {
       run_direct_row(x, y, oh, taps.data(), work, &border);
       while (static_cast<int64_t>(border.size()) >= kBorderPixels || (oh + 1 == rows.end && !border.empty())) {
         const int64_t n = std::min<int64_t>(kBorderPixels, static_cast<int64_t>(border.size()));
-        run_border(x, y, border.data(), n, work);
+        run_border(x, y, border.data(), n, work, panels_.data(), panels_.data() + panels_.size());
         border.erase(border.begin(), border.begin() + n);
       }
     }
@@ -414,7 +419,9 @@ void PointwiseNchw8::run_direct(const float* x, float* y, int threads) const {
 // A last partial tile runs as one-pixel calls where they pay, else as a whole tile ending
 // at hi (rewriting pixels already computed with the same values), or, in a row narrower
 // than a tile, staged when its extra pixels' reads stay inside the image; the other pixels
-// of the row are appended to `border`.
+// of the row are appended to `border`. Adding to the output, every pixel is computed once
+// per panel: no rewriting tile (staged instead), and a staged tile that would read past
+// the image is gathered for its panel alone.
 void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_t* taps, float* stage,
                                     std::vector<int64_t>* border) const {
   const gk_conv_desc& d = s_.d;
@@ -456,7 +463,7 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
   args.full_blocks = 0, args.tail_channels = dt.run;
   args.x_block_stride = 8, args.x_pixel_stride = sw * px, args.x_channel_stride = dt.step;
   args.y_block_stride = pixels * 8;
-  args.bias = nullptr, args.activation = activation_, args.accumulate = 0;
+  args.bias = nullptr, args.activation = activation_, args.accumulate = add_;
   args.tap_offsets = outside ? taps : row_taps_.data(), args.taps = d.kernel_h * dt.per_row;
   int64_t border_from = hi;  // the row's pixels from here on are border pixels
   for (const Panel& p : panels_) {
@@ -478,22 +485,30 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
       continue;
     }
     args.tiles = 1;
-    if (hi - lo >= p.mr) {
+    if (hi - lo >= p.mr && !add_) {  // (adding, the pixels rewritten would add their residual twice)
       args.x = set_taps((hi - p.mr) * sw - pl);
       args.y = out + (hi - p.mr) * 8;
       p.fn(&args);
       continue;
     }
     if ((base_row * w + ow * sw - pl) * px + reach + (p.mr - 1) * sw * px > image_floats) {  // past the image
+      if (add_) {
+        // Gathered now, for this panel only: a border pixel is computed for every panel,
+        // which would add the residual twice where another panel did the pixel in place.
+        int64_t rest[kMaxPointwiseMr];
+        for (int64_t i = 0; i < real; ++i) rest[i] = row + ow + i;
+        run_border(x, y, rest, real, stage, &p, &p + 1);
+        continue;
+      }
       border_from = std::min(border_from, ow);
       continue;
     }
     args.x = set_taps(ow * sw - pl);
+    if (add_) copy_tile_pixels(stage, p.mr * 8, out + ow * 8, pixels * 8, p.nr / 8, real);
     args.y = stage, args.y_block_stride = p.mr * 8;
     p.fn(&args);
     args.y_block_stride = pixels * 8;
-    for (int j = 0; j < p.nr / 8; ++j)
-      std::memcpy(out + j * pixels * 8 + ow * 8, stage + j * p.mr * 8, static_cast<size_t>(real * 8) * 4);
+    copy_tile_pixels(out + ow * 8, pixels * 8, stage, p.mr * 8, p.nr / 8, real);
   }
   for (int64_t ow = 0; ow < lo; ++ow) border->push_back(row + ow);
   for (int64_t ow = border_from; ow < s_.ow; ++ow) border->push_back(row + ow);
@@ -501,7 +516,8 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
 
 // `count` (<= kBorderPixels) pixels of the output, gathered, computed into the workspace
 // and copied to their places.
-void PointwiseNchw8::run_border(const float* x, float* y, const int64_t* pixel, int64_t count, float* work) const {
+void PointwiseNchw8::run_border(const float* x, float* y, const int64_t* pixel, int64_t count, float* work,
+                                const Panel* first, const Panel* last) const {
   const int64_t pixels = s_.pixels();
   float* rows = work + kStagedOutput;
   float* out = rows + kBorderPixels * dense_row_floats();
@@ -514,15 +530,21 @@ void PointwiseNchw8::run_border(const float* x, float* y, const int64_t* pixel, 
   args.x = rows, args.full_blocks = k_rows_ / 8, args.tail_channels = k_rows_ % 8;
   args.x_block_stride = 8, args.x_pixel_stride = dense_row_floats();
   args.y = out, args.y_block_stride = kBorderPixels * 8;
-  args.activation = activation_, args.accumulate = 0;
-  for (const Panel& p : panels_) {
+  args.activation = activation_, args.accumulate = add_;
+  for (const Panel* panel = first; panel != last; ++panel) {
+    const Panel& p = *panel;
     args.w = w_.data() + p.weights;
     args.bias = has_bias_ ? bias_.data() + p.oc0 : nullptr;
     args.tiles = ceil_div(count, p.mr);
+    // Pixel i's outputs of block j: at `out`'s (j, i), at y's (block, pixel[i]).
+    auto batch_at = [&](int j, int64_t i) { return out + (j * kBorderPixels + i) * 8; };
+    auto y_at = [&](int j, int64_t i) { return y + ((p.oc0 / 8 + j) * pixels + pixel[i]) * 8; };
+    if (add_)  // the residual gathered in, where the kernel adds it
+      for (int j = 0; j < p.nr / 8; ++j)
+        for (int64_t i = 0; i < count; ++i) std::memcpy(batch_at(j, i), y_at(j, i), 32);
     p.fn(&args);
     for (int j = 0; j < p.nr / 8; ++j)
-      for (int64_t i = 0; i < count; ++i)
-        std::memcpy(y + ((p.oc0 / 8 + j) * pixels + pixel[i]) * 8, out + (j * kBorderPixels + i) * 8, 32);
+      for (int64_t i = 0; i < count; ++i) std::memcpy(y_at(j, i), batch_at(j, i), 32);
   }
 }
 

@@ -80,11 +80,14 @@ class PointwiseNchw8 {
   void run_direct_row(const float* x, float* y, int64_t oh, int64_t* taps, float* stage,
                       std::vector<int64_t>* border) const;
   void zero_padding_channels(float* y, int64_t p0, int64_t p1) const;
-  void run_border(const float* x, float* y, const int64_t* pixels, int64_t count, float* work) const;
+  // Panels [first, last) of `count` (<= kBorderPixels) gathered pixels.
+  void run_border(const float* x, float* y, const int64_t* pixels, int64_t count, float* work, const Panel* first,
+                  const Panel* last) const;
 
   Shape s_;
   int activation_;
   bool has_bias_;
+  bool add_;     // adding to the output: the kernels accumulate from the first K block on
   bool planar_;  // direct, on an NCHW input
   int64_t in_blocks_, taps_;
   int64_t k_rows_;          // rows of a panel's weights: in_channels, or taps x channel_stride_

@@ -60,6 +60,26 @@ GK_INLINE v8 activate8(v8 v, gk_activation act) {
   return v;
 }
 
+// How the algorithms that compute their outputs in C++ finish one: the value already at
+// the output added first when the plan adds to its output (Shape::adds_to_output(): the
+// residual joins before the activation), then the activation, then the store. Without
+// `add` the output is never read (it may hold NaN).
+struct Finish {
+  gk_activation act;
+  bool add;
+};
+GK_INLINE void finish8(float* out, v8 v, const Finish& f) {
+  if (f.add) v += load8(out);
+  store8(out, activate8(v, f.act));
+}
+// The same for the first n lanes of v, lane l at out[l * stride] (a row's last columns).
+GK_INLINE void finish_lanes(float* out, int64_t stride, int64_t n, v8 v, const Finish& f) {
+  if (f.add)
+    for (int64_t l = 0; l < n; ++l) v[l] += out[l * stride];
+  v = activate8(v, f.act);
+  for (int64_t l = 0; l < n; ++l) out[l * stride] = v[l];
+}
+
 // dst[i] = src[i * stride] for the i in [0, n) with lo <= i < hi, 0 elsewhere: one row of
 // an input plane, zero-padded, gathered at a stride.
 GK_INLINE void gather_padded(float* dst, const float* src, int64_t stride, int64_t lo, int64_t hi,
