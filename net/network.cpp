@@ -22,14 +22,8 @@ float* aligned_floats(int64_t count) {
   return static_cast<float*>(p);
 }
 
-int64_t channel_block(gk_layout layout) {
-  switch (layout) {
-    case GK_LAYOUT_NCHW4: return 4;
-    case GK_LAYOUT_NCHW8: return 8;
-    case GK_LAYOUT_NCHW16: return 16;
-    default: return 1;
-  }
-}
+// Channels per block of a layout, from the public API: one channel's padded count.
+int64_t channel_block(gk_layout layout) { return gk_tensor_size(layout, 1, 1, 1, 1); }
 
 struct ConvPlan {
   gk_conv_plan* plan = nullptr;

@@ -164,4 +164,17 @@ inline std::vector<NetworkLayer> network_layers() {
   return gkbench::read_network_layers(path ? path : "perf/networks.csv");
 }
 
+// Sets an environment variable for the life of the object (settings such as the blocking
+// overrides and the Fast-Run budget are read when a plan is created).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
 }  // namespace gktest

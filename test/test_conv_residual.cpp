@@ -19,6 +19,8 @@
 
 namespace {
 
+using gktest::ScopedEnv;
+
 using gktest::ConvCase;
 
 const gk_layout kLayouts[] = {GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW4, GK_LAYOUT_NCHW8,
@@ -26,16 +28,6 @@ const gk_layout kLayouts[] = {GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW4, G
 const gk_conv_algo kAlgos[] = {GK_CONV_ALGO_IM2COL_GEMM, GK_CONV_ALGO_GEMM_1X1,     GK_CONV_ALGO_DIRECT,
                                GK_CONV_ALGO_DEPTHWISE,   GK_CONV_ALGO_WINOGRAD_F23, GK_CONV_ALGO_WINOGRAD_F43,
                                GK_CONV_ALGO_WINOGRAD_F63, GK_CONV_ALGO_AUTO,        GK_CONV_ALGO_FASTRUN};
-
-// Sets an environment variable for the life of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
 
 gk_conv_desc conv(int64_t batch, int64_t ic, int64_t h, int64_t w, int64_t oc, int64_t k, int64_t stride,
                   int64_t pad, int64_t groups = 1) {

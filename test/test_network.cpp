@@ -40,17 +40,11 @@ class ModelWriter {
       s_.append(reinterpret_cast<const char*>(&f), 4);
     }
   }
-  // A conv line and its weights (He-scaled) and biases.
-  void conv(const std::string& l, int64_t oc, int64_t k_per_oc) {
+  // An op line, then `out` x `fan_in` He-scaled weights and `out` biases (a conv or an fc).
+  void weighted(const std::string& l, int64_t out, int64_t fan_in) {
     line(l);
-    const float scale = std::sqrt(6.0f / float(k_per_oc));
-    floats(oc * k_per_oc, -scale, scale);
-    floats(oc, -0.3f, 0.3f);
-  }
-  void fc(const std::string& l, int64_t out, int64_t in) {
-    line(l);
-    const float scale = std::sqrt(6.0f / float(in));
-    floats(out * in, -scale, scale);
+    const float scale = std::sqrt(6.0f / float(fan_in));
+    floats(out * fan_in, -scale, scale);
     floats(out, -0.3f, 0.3f);
   }
 
@@ -67,22 +61,22 @@ std::string every_op_model(uint32_t seed) {
   w.line("gknet 1");
   w.line("name every_op");
   w.line("input 3 13 11");
-  w.conv("conv in=0 out=1 oc=12 kh=3 kw=3 sh=2 sw=2 pt=1 pl=1 pb=1 pr=1 act=relu bias=1", 12, 27);  // 12x7x6
+  w.weighted("conv in=0 out=1 oc=12 kh=3 kw=3 sh=2 sw=2 pt=1 pl=1 pb=1 pr=1 act=relu bias=1", 12, 27);  // 12x7x6
   w.line("maxpool in=1 out=2 kh=3 kw=3 sh=2 sw=2 pt=1 pl=1 pb=1 pr=1 ceil=1");                    // 12x4x4
-  w.conv("conv in=2 out=3 oc=12 kh=3 kw=3 sh=1 sw=1 pt=1 pl=1 pb=1 pr=1 act=relu bias=1", 12, 108);
-  w.conv("conv in=3 out=4 oc=12 kh=3 kw=3 sh=1 sw=1 pt=1 pl=1 pb=1 pr=1 act=relu add=2 bias=1", 12, 108);
+  w.weighted("conv in=2 out=3 oc=12 kh=3 kw=3 sh=1 sw=1 pt=1 pl=1 pb=1 pr=1 act=relu bias=1", 12, 108);
+  w.weighted("conv in=3 out=4 oc=12 kh=3 kw=3 sh=1 sw=1 pt=1 pl=1 pb=1 pr=1 act=relu add=2 bias=1", 12, 108);
   w.line("split in=4 out=5,6 channels=5,7");
-  w.conv("conv in=6 out=7 oc=7 kh=1 kw=1 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu6 bias=1", 7, 7);
-  w.conv("conv in=7 out=8 oc=7 kh=3 kw=3 sh=1 sw=1 pt=1 pl=1 pb=1 pr=1 groups=7 act=none bias=1", 7, 9);
+  w.weighted("conv in=6 out=7 oc=7 kh=1 kw=1 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu6 bias=1", 7, 7);
+  w.weighted("conv in=7 out=8 oc=7 kh=3 kw=3 sh=1 sw=1 pt=1 pl=1 pb=1 pr=1 groups=7 act=none bias=1", 7, 9);
   w.line("concat in=5,8 out=9");
   w.line("shuffle in=9 out=10 groups=3");
   w.line("avgpool in=10 out=11 kh=2 kw=2 sh=1 sw=1 pt=1 pl=1 pb=1 pr=1 ceil=0 count_pad=0");  // 12x5x5
-  w.conv("conv in=11 out=12 oc=20 kh=3 kw=3 sh=2 sw=2 pt=0 pl=0 pb=0 pr=0 act=none bias=1", 20, 108);  // 20x2x2
-  w.conv("conv in=11 out=13 oc=20 kh=3 kw=3 sh=2 sw=2 pt=0 pl=0 pb=0 pr=0 dh=1 dw=1 act=relu bias=1", 20, 108);
+  w.weighted("conv in=11 out=12 oc=20 kh=3 kw=3 sh=2 sw=2 pt=0 pl=0 pb=0 pr=0 act=none bias=1", 20, 108);  // 20x2x2
+  w.weighted("conv in=11 out=13 oc=20 kh=3 kw=3 sh=2 sw=2 pt=0 pl=0 pb=0 pr=0 dh=1 dw=1 act=relu bias=1", 20, 108);
   w.line("add in=12,13 out=14 act=relu");
   w.line("flatten in=14 out=15");  // 80 features
-  w.fc("fc in=15 out=16 features=9 act=relu bias=1", 9, 80);
-  w.fc("fc in=16 out=17 features=5 act=none bias=1", 5, 9);
+  w.weighted("fc in=15 out=16 features=9 act=relu bias=1", 9, 80);
+  w.weighted("fc in=16 out=17 features=5 act=none bias=1", 5, 9);
   w.line("output 17");
   w.line("end");
   return w.text();
@@ -95,11 +89,11 @@ std::string pooled_classifier_model(uint32_t seed) {
   w.line("gknet 1");
   w.line("name pooled");
   w.line("input 3 9 9");
-  w.conv("conv in=0 out=1 oc=10 kh=3 kw=3 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu6 bias=1", 10, 27);  // 10x7x7
+  w.weighted("conv in=0 out=1 oc=10 kh=3 kw=3 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu6 bias=1", 10, 27);  // 10x7x7
   w.line("avgpool in=1 out=2 kh=3 kw=3 sh=2 sw=2 pt=1 pl=1 pb=1 pr=1 ceil=1 count_pad=1");           // 10x4x4
-  w.conv("conv in=2 out=3 oc=10 kh=1 kw=1 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu6 add=2 bias=1", 10, 10);
+  w.weighted("conv in=2 out=3 oc=10 kh=1 kw=1 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu6 add=2 bias=1", 10, 10);
   w.line("gap in=3 out=4");
-  w.fc("fc in=4 out=5 features=6 act=none bias=1", 6, 10);
+  w.weighted("fc in=4 out=5 features=6 act=none bias=1", 6, 10);
   w.line("output 5");
   w.line("end");
   return w.text();

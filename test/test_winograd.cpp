@@ -89,16 +89,7 @@ TEST(Winograd, ManyTileBlocksAndTwoThreads) {
   gk_set_num_threads(0);
 }
 
-// Sets an environment variable for the life of the object (the blocking overrides are
-// read when a plan is created).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using gktest::ScopedEnv;
 
 // Blocks of one micro-panel of tiles and channel blocks of 16, forced through the
 // blocking overrides: many tile blocks with the last panel at every width up to two
