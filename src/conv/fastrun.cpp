@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <new>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -228,7 +229,9 @@ Choice profile_and_choose(const Shape& s, const std::vector<Candidate>& cands, c
     if (fake) {
       virtual_clock += g_fake_durations(c.name);
     } else {
-      run_in_layout(s, p, input.data(), output.data());
+      // Out of memory: plan creation reports it (guard_c_boundary).
+      if (run_with_cached_workspace(s, p, input.data(), output.data(), "gk_conv_plan_create") != GK_OK)
+        throw std::bad_alloc();
     }
   };
   // The median over 3 samples of `reps` runs each, per run; stops early once a sample is
