@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -149,6 +150,12 @@ inline gk_status run_in_layout(const Shape& s, const Prepared& p, const float* i
 // by validation and workspace sizing).
 inline bool mul_ok(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 inline bool add_ok(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
+// The most bytes a tensor, weight set or workspace may take: more than any 64-bit
+// process can address, so a larger size is a wrong descriptor, not a big one.
+constexpr int64_t kMaxBytes = int64_t{1} << 56;
+// 4 bytes times the product of `factors` (all >= 0) into *bytes; false when it exceeds
+// kMaxBytes (or overflows on the way).
+bool float_bytes_within_limit(std::initializer_list<int64_t> factors, int64_t* bytes);
 
 // Channels per block of a layout (1 for NCHW and NHWC).
 int64_t channel_block(gk_layout layout);

@@ -28,6 +28,7 @@
 #include <random>
 #include <sstream>
 
+#include "common/c_boundary.h"
 #include "common/runtime.h"
 #include "gemmkit.h"
 
@@ -333,20 +334,24 @@ void clear_cache() {
 extern "C" {
 
 __attribute__((visibility("default"))) gk_status gk_fastrun_cache_load(const char* path) {
-  if (!path) {
-    gk::set_last_error("gk_fastrun_cache_load: NULL path");
-    return GK_ERR_INVALID_ARGUMENT;
-  }
-  std::lock_guard<std::mutex> lock(gk::conv::g_mutex);
-  return gk::conv::load_locked(path);
+  return gk::guard_c_boundary("gk_fastrun_cache_load", [&] {
+    if (!path) {
+      gk::set_last_error("gk_fastrun_cache_load: NULL path");
+      return GK_ERR_INVALID_ARGUMENT;
+    }
+    std::lock_guard<std::mutex> lock(gk::conv::g_mutex);
+    return gk::conv::load_locked(path);
+  });
 }
 
 __attribute__((visibility("default"))) gk_status gk_fastrun_cache_save(const char* path) {
-  if (!path) {
-    gk::set_last_error("gk_fastrun_cache_save: NULL path");
-    return GK_ERR_INVALID_ARGUMENT;
-  }
-  std::lock_guard<std::mutex> lock(gk::conv::g_mutex);
-  return gk::conv::save_locked(path);
+  return gk::guard_c_boundary("gk_fastrun_cache_save", [&] {
+    if (!path) {
+      gk::set_last_error("gk_fastrun_cache_save: NULL path");
+      return GK_ERR_INVALID_ARGUMENT;
+    }
+    std::lock_guard<std::mutex> lock(gk::conv::g_mutex);
+    return gk::conv::save_locked(path);
+  });
 }
 }
