@@ -104,10 +104,22 @@ gk_status gk_conv_output_size(const gk_conv_desc *d, int64_t *out_h, int64_t *ou
  * bias: NULL or out_channels floats, copied. */
 gk_status gk_conv_plan_create(const gk_conv_desc *d, const float *weights, const float *bias,
                               gk_conv_algo algo, gk_conv_plan **plan);
+/* Runs in this thread's cached workspace, grown on demand for the current thread setting
+ * (after one run of a plan, later runs allocate nothing). Never aborts: when the workspace
+ * cannot be allocated it returns GK_ERR_OUT_OF_MEMORY (gk_last_error names the bytes),
+ * having written nothing to the output. */
 gk_status gk_conv_run(const gk_conv_plan *plan, const float *input, float *output);
+/* gk_conv_run in memory the caller gives: `workspace`, 64-byte aligned, of at least
+ * gk_conv_plan_workspace_size(plan) bytes (else GK_ERR_INVALID_ARGUMENT naming the sizes).
+ * The convolution's own buffers are all in it; it runs on at most the thread count the plan
+ * was created with (a later gk_set_num_threads lowers it, never raises it). The GEMM
+ * packing buffers of the GEMM-based algorithms are the GEMM's own per-thread cache. */
+gk_status gk_conv_run_with_workspace(const gk_conv_plan *plan, const float *input, float *output,
+                                     void *workspace, int64_t workspace_bytes);
 const char *gk_conv_plan_algo_name(const gk_conv_plan *plan);
-/* Bytes of workspace a run of this plan uses per thread (packing tile, layout copies):
- * what im2col_gemm needs instead of the K x OH*OW im2col matrix. */
+/* Bytes of workspace gk_conv_run_with_workspace needs for this plan: the layout copies, the
+ * algorithm's shared buffers and one block per thread, for gk_get_num_threads() at plan
+ * creation. (im2col_gemm's is a phase-split image, not the K x OH*OW im2col matrix.) */
 int64_t gk_conv_plan_workspace_size(const gk_conv_plan *plan);
 void gk_conv_plan_destroy(gk_conv_plan *plan);
 /* Floats a tensor of this shape takes in this layout (NCHWx pads the channels). -1 when the

@@ -180,11 +180,6 @@ void release_scratch() { free_scratch(t_scratch); }
 
 void set_scratch_growth_limit(int64_t bytes) { g_scratch_growth_limit.store(bytes); }
 
-void out_of_memory(const char* what, int64_t floats) {
-  std::fprintf(stderr, "gemmkit: cannot allocate %lld bytes for %s\n", static_cast<long long>(floats) * 4, what);
-  std::abort();
-}
-
 namespace {
 std::atomic<int64_t> g_no_heap_fallbacks{0};
 std::atomic<bool> g_no_heap_said{false};

@@ -38,13 +38,10 @@ void clear_last_error();
 // so the hot path does not allocate (and does not page-fault fresh mmap'ed memory).
 // Each slot is an independent buffer; the contents do not survive another call on the
 // same slot. Returns nullptr if memory is exhausted.
-// Slots used within one call must differ (a slot may be reallocated by the next request):
-// the conv layout copies (ConvInput/Output) live across the algorithm's own buffers.
+// Slots used within one call must differ (a slot may be reallocated by the next request).
 enum class ScratchSlot {
   PackedA, PackedB, Edge,           // GEMM driver
-  ConvInput, ConvOutput,            // gk_conv_run's NCHW copies of other layouts
-  ConvRow, ConvImage,               // direct / im2col input copies
-  WinogradV, WinogradM,             // Winograd transformed tiles
+  ConvWork,                         // gk_conv_run's workspace: every thread's part
   Count
 };
 float* scratch(ScratchSlot slot, int64_t floats);
@@ -53,10 +50,6 @@ void release_scratch();
 // Tests: scratch() fails every request that would grow a buffer past `bytes` (-1: no
 // limit), so the paths that run without it can be reached at will.
 void set_scratch_growth_limit(int64_t bytes);
-// Prints what could not be allocated, and how much, and aborts. Only the convolution code
-// still calls it; GEMM never does: its paths fall back to one that needs no heap memory
-// (note_no_heap_fallback).
-[[noreturn]] void out_of_memory(const char* what, int64_t floats);
 // A GEMM ran on its no-heap path because `what` (`floats` floats) could not be had: counted
 // (no_heap_fallbacks, for tests), and said once per process under GEMMKIT_VERBOSE=1.
 void note_no_heap_fallback(const char* what, int64_t floats);

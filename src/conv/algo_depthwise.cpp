@@ -365,22 +365,19 @@ class DepthwiseConv final : public Prepared {
   }
 
   // NCHW: the staged input band and the output band; NCHW8: a zero-padded block.
-  int64_t workspace_bytes() const override {
-    return 4 * std::max(g_.staged_floats() + g_.band * g_.ow * kLanes, padded_block_floats());
-  }
+  // Per thread: the staged band (or padded block), then the output band.
+  WorkspaceNeed need() const override { return {0, staged_floats() + g_.band * g_.ow * kLanes}; }
 
-  void run(const float* input, float* output) const override {
+  void run(const float* input, float* output, const Workspace& ws) const override {
     const gk_conv_desc& d = s_.d;
     const bool blocked = d.layout != GK_LAYOUT_NCHW && native_layout(d.layout);  // else NCHW copies
     const int64_t items = d.batch * blocks_, taps = g_.kh * g_.kw;
     const int64_t in_plane = g_.ih * g_.iw, out_plane = g_.oh * g_.ow;
-    const int threads = threads_for(s_.flops(), kDepthwiseFlopsPerExtraThread);
+    const int threads = ws.cap(threads_for(s_.flops(), kDepthwiseFlopsPerExtraThread));
     parallel_region(threads, [&] {
       const bool copy_padded = blocked && copy_padded_;
-      float* staged = scratch(ScratchSlot::ConvRow, std::max(g_.staged_floats(), padded_block_floats()));
-      float* band_out = scratch(ScratchSlot::ConvImage, g_.band * g_.ow * kLanes);
-      if (!staged || !band_out)
-        out_of_memory("the depthwise workspace", std::max(g_.staged_floats(), padded_block_floats()) + g_.band * g_.ow * kLanes);
+      float* staged = ws.block(omp_get_thread_num());
+      float* band_out = staged + staged_floats();
       if (copy_padded) std::fill(staged, staged + padded_block_floats(), 0.0f);  // the padding, once
 #pragma omp for schedule(static)
       for (int64_t item = 0; item < items; ++item) {
@@ -408,6 +405,8 @@ class DepthwiseConv final : public Prepared {
   }
 
  private:
+  // A thread's staged band or padded block, whole cache lines (its output band follows).
+  int64_t staged_floats() const { return (std::max(g_.staged_floats(), padded_block_floats()) + 15) / 16 * 16; }
   int64_t padded_block_floats() const { return copy_padded_ ? padded_.ih * padded_.iw * kLanes : 0; }
 
   Shape s_;
@@ -515,14 +514,13 @@ class DepthwiseRowsConv final : public Prepared {
     if (active_config().kernel->simd != SimdLevel::Baseline) fn_ = plane_avx2;
 #endif
   }
-  int64_t workspace_bytes() const override { return 4 * plane_.floats(); }
-  void run(const float* input, float* output) const override {
+  WorkspaceNeed need() const override { return {0, plane_.floats()}; }
+  void run(const float* input, float* output, const Workspace& ws) const override {
     const gk_conv_desc& d = s_.d;
     const int64_t planes = d.batch * d.out_channels, in_plane = d.in_height * d.in_width;
-    const int threads = threads_for(s_.flops(), kDepthwiseFlopsPerExtraThread);
+    const int threads = ws.cap(threads_for(s_.flops(), kDepthwiseFlopsPerExtraThread));
     parallel_region(threads, [&] {
-      float* buffer = scratch(ScratchSlot::ConvRow, plane_.floats());
-      if (!buffer) out_of_memory("the depthwise plane", plane_.floats());
+      float* buffer = ws.block(omp_get_thread_num());
 #pragma omp for schedule(static)
       for (int64_t idx = 0; idx < planes; ++idx) {
         const int64_t n = idx / d.out_channels, oc = idx % d.out_channels;

@@ -132,15 +132,14 @@ class DirectConv final : public Prepared {
   }
 
   // One input row split into phases.
-  int64_t workspace_bytes() const override { return 4 * (s_.d.in_width + s_.d.stride_w); }
+  WorkspaceNeed need() const override { return {0, s_.d.in_width + s_.d.stride_w}; }
 
-  void run(const float* input, float* output) const override {
+  void run(const float* input, float* output, const Workspace& ws) const override {
     const gk_conv_desc& d = s_.d;
     const int64_t planes = d.batch * d.out_channels, in_plane = d.in_height * d.in_width;
-    const int threads = threads_for(s_.flops());
+    const int threads = ws.cap(threads_for(s_.flops()));
     parallel_region(threads, [&] {
-      float* phases = scratch(ScratchSlot::ConvRow, workspace_bytes() / 4);
-      if (!phases) out_of_memory("the direct convolution's phases", workspace_bytes() / 4);
+      float* phases = ws.block(omp_get_thread_num());
 #pragma omp for schedule(static)
       for (int64_t idx = 0; idx < planes; ++idx) {
         const int64_t n = idx / d.out_channels, oc = idx % d.out_channels, g = oc / s_.ocg;

@@ -92,10 +92,8 @@ __attribute__((target("avx2,fma"))) void phase_image_avx2(const Shape& s, const 
 // The phase image of one image's group channels in this thread's workspace (x: NCHW, or
 // NCHW8 when `blocked`).
 const float* prepare_phase_image(const Shape& s, const PhaseImage& pi, const float* x, bool blocked,
-                                 SimdLevel simd) {
-  const int64_t image = pi.floats(s.icg), rows = blocked ? 8 * s.d.in_width : 0;
-  float* xs = scratch(ScratchSlot::ConvImage, image + rows);
-  if (!xs) out_of_memory("the convolution input copy", image + rows);
+                                 SimdLevel simd, float* xs) {
+  const int64_t image = pi.floats(s.icg);
 #if defined(__x86_64__)
   if (simd != SimdLevel::Baseline) {
     phase_image_avx2(s, pi, x, blocked, xs + image, xs);
@@ -259,18 +257,16 @@ class GemmConv final : public Prepared {
     return true;
   }
 
-  // The driver's packing buffer (one KC x NR micro-panel when all of M fits one MC block,
-  // else the KC x NC tile; the weights are pre-packed, so no A block), and for im2col the
-  // padded, phase-split copy of one image's group channels.
-  int64_t workspace_bytes() const override {
-    if (pointwise_) return 4 * pointwise_->workspace_floats();
-    const int64_t nr = cfg_.kernel->nr, kc = std::min(cfg_.kc, s_.k_gemm);
-    const int64_t nc = std::min(cfg_.nc, (s_.pixels() + nr - 1) / nr * nr);
+  // The pointwise kernels' blocks per thread; else for im2col the padded, phase-split copy
+  // of one image's group channels, for a strided 1x1 its subsampled copy, on the calling
+  // thread (the GEMM driver's packing buffers are its own).
+  WorkspaceNeed need() const override {
+    if (pointwise_) return {0, pointwise_->workspace_floats()};
     const bool strided = s_.d.stride_h > 1 || s_.d.stride_w > 1;
     const int64_t row_buffer = blocked_input() ? 8 * s_.d.in_width : 0;  // phase_image's, in NCHW8
     const int64_t image = im2col_ ? PhaseImage(s_).floats(s_.icg) + row_buffer
                                   : strided ? round_up(s_.icg, 8) * s_.pixels() : 0;  // the subsampled copy
-    return 4 * (kc * (s_.ocg <= cfg_.mc ? nr : nc) + image);
+    return {image, 0};
   }
 
   // Ungrouped convolutions also run NCHW8 in place: on the ISA's pointwise kernels where
@@ -285,9 +281,9 @@ class GemmConv final : public Prepared {
   // planes, a 1x1's B packed from them; the pointwise kernels read it in place when direct.
   bool reads_nchw_input() const override { return !pointwise_ || pointwise_->reads_nchw_input(); }
 
-  void run(const float* input, float* output) const override {
+  void run(const float* input, float* output, const Workspace& ws) const override {
     const gk_conv_desc& d = s_.d;
-    if (d.layout != GK_LAYOUT_NCHW && native_layout(d.layout)) return run_blocked(input, output);
+    if (d.layout != GK_LAYOUT_NCHW && native_layout(d.layout)) return run_blocked(input, output, ws);
     const int64_t in_image = d.in_channels * d.in_height * d.in_width;
     const int64_t out_image = d.out_channels * s_.pixels();
     const int threads = threads_for(2.0 * s_.ocg * s_.pixels() * s_.k_gemm);
@@ -300,7 +296,7 @@ class GemmConv final : public Prepared {
         p.c = output + n * out_image + g * s_.ocg * s_.pixels();
         p.rs_c = s_.pixels();
         p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), g * s_.ocg);
-        gemm_on_image(p, x, false, threads);
+        gemm_on_image(p, x, false, threads, ws.shared);
       }
     }
   }
@@ -313,11 +309,9 @@ class GemmConv final : public Prepared {
   // A strided 1x1 convolution reads every stride-th pixel: those are first gathered into a
   // compact image (channels x OH x OW, `lanes` floats per pixel: 1 in NCHW, 8 in NCHW8), so
   // the GEMM's B is plain (im2col would copy and pack the whole input). Stride 1: x itself.
-  const float* subsampled(const float* x, int64_t channels, int64_t lanes) const {
+  const float* subsampled(const float* x, int64_t channels, int64_t lanes, float* xs) const {
     const gk_conv_desc& d = s_.d;
     if (d.stride_h == 1 && d.stride_w == 1) return x;
-    float* xs = scratch(ScratchSlot::ConvImage, channels * s_.pixels() * lanes);
-    if (!xs) out_of_memory("the convolution input copy", channels * s_.pixels() * lanes);
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t oh = 0; oh < s_.oh; ++oh) {
         const float* src = x + ((c * d.in_height + oh * d.stride_h) * d.in_width) * lanes;
@@ -330,19 +324,20 @@ class GemmConv final : public Prepared {
 
   // Runs p with B from one image's group channels x (NCHW, or NCHW8 when `blocked`): the
   // im2col packer on its phase image, or for 1x1 the image (or its subsampled copy).
-  void gemm_on_image(GemmProblem& p, const float* x, bool blocked, int threads) const {
+  // `image`: the workspace's shared part (need()).
+  void gemm_on_image(GemmProblem& p, const float* x, bool blocked, int threads, float* image) const {
     const SimdLevel simd = cfg_.kernel->simd;
     if (im2col_) {
       const PhaseImage pi(s_);
-      const Im2colPacker b(s_, pi, prepare_phase_image(s_, pi, x, blocked, simd), simd);
+      const Im2colPacker b(s_, pi, prepare_phase_image(s_, pi, x, blocked, simd, image), simd);
       p.b = &b;
       gemm_packed(p, cfg_, threads);
     } else if (blocked) {
-      const BlockedImageB b(subsampled(x, ceil_div(s_.d.in_channels, 8), 8), s_.pixels(), simd);
+      const BlockedImageB b(subsampled(x, ceil_div(s_.d.in_channels, 8), 8, image), s_.pixels(), simd);
       p.b = &b;
       gemm_packed(p, cfg_, threads);
     } else {
-      const PlainB b({subsampled(x, s_.icg, 1), s_.pixels(), 1});
+      const PlainB b({subsampled(x, s_.icg, 1, image), s_.pixels(), 1});
       p.b = &b;
       gemm_packed(p, cfg_, threads);
     }
@@ -357,7 +352,7 @@ class GemmConv final : public Prepared {
   // NCHW8 out (and in, or NCHW in): per image one GEMM (or the pointwise kernels), then the
   // padding channels of the last block zeroed (the layout's convention; the GEMM writes only
   // real rows).
-  void run_blocked(const float* input, float* output) const {
+  void run_blocked(const float* input, float* output, const Workspace& ws) const {
     const gk_conv_desc& d = s_.d;
     const int64_t pixels = s_.pixels(), out_blocks = (d.out_channels + 7) / 8;
     const bool blocked_in = blocked_input();
@@ -367,7 +362,7 @@ class GemmConv final : public Prepared {
       const float* x = input + n * in_image;
       float* y = output + n * out_blocks * pixels * 8;
       if (pointwise_) {
-        pointwise_->run(x, y, threads);
+        pointwise_->run(x, y, threads, ws);
         continue;
       }
       GemmProblem p;
@@ -375,7 +370,7 @@ class GemmConv final : public Prepared {
       p.a = packed_[0].get();
       p.c = y, p.c_block_stride = pixels * 8;
       p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), 0);
-      gemm_on_image(p, x, blocked_in, threads);
+      gemm_on_image(p, x, blocked_in, threads, ws.shared);
       if (d.out_channels % 8) zero_padding_lanes(y + (out_blocks - 1) * pixels * 8, pixels, d.out_channels % 8);
     }
   }

@@ -433,9 +433,7 @@ class WinogradConv final : public Prepared {
   }
 
   // The padded input (shared by the threads) and one thread's V and M blocks.
-  int64_t workspace_bytes() const override {
-    return 4 * (padded_floats() + v_floats() + m_floats(s_.d.out_channels));
-  }
+  WorkspaceNeed need() const override { return {padded_floats(), round_up(v_floats(), 16) + m_floats(s_.d.out_channels)}; }
 
   // NCHW8 runs in place: transforms vectorized over the channels of a block, M stored
   // channel-blocked (so the output transform reads one vector per xi), when a kernel
@@ -444,15 +442,14 @@ class WinogradConv final : public Prepared {
     return layout == GK_LAYOUT_NCHW || (layout == GK_LAYOUT_NCHW8 && 8 % mr_ == 0);
   }
 
-  void run(const float* input, float* output) const override {
+  void run(const float* input, float* output, const Workspace& ws) const override {
     const gk_conv_desc& d = s_.d;
     const bool blocked = d.layout != GK_LAYOUT_NCHW && native_layout(d.layout);  // else NCHW copies
     const int64_t oc = d.out_channels;
     const int64_t in_image = (blocked ? round_up(d.in_channels, 8) : d.in_channels) * d.in_height * d.in_width;
     const int64_t out_image = (blocked ? round_up(oc, 8) : oc) * s_.pixels();
-    float* padded = scratch(ScratchSlot::ConvImage, padded_floats());
-    if (!padded) out_of_memory("the Winograd padded input", padded_floats());
-    const int threads = threads_for(s_.flops() / 4);
+    float* padded = ws.shared;
+    const int threads = ws.cap(threads_for(s_.flops() / 4));
     PhaseTimes* sink = threads == 1 ? g_phase_sink : nullptr;
     const int64_t blocks = block_count(threads), unit = channel_unit(blocked);
     const ThreadGrid grid = choose_grid(threads, blocks, ceil_div(oc, unit));
@@ -471,9 +468,9 @@ class WinogradConv final : public Prepared {
         const Range mine = share(blocks, tid / grid.wn, grid.wm, 1, blocks);
         const Range channels = share(ceil_div(oc, unit), tid % grid.wn, grid.wn, unit, oc);
         if (mine.begin < mine.end && channels.begin < channels.end) {
-          float* v = scratch(ScratchSlot::WinogradV, v_floats());
-          float* m = scratch(ScratchSlot::WinogradM, m_floats(channels.end - channels.begin));
-          if (!v || !m) out_of_memory("the Winograd tiles", v_floats() + m_floats(channels.end - channels.begin));
+          // V, then M (at most all the output channels' m_floats, as need() counts).
+          float* v = ws.block(tid);
+          float* m = v + round_up(v_floats(), 16);
           for (int64_t b = mine.begin; b < mine.end; ++b) {
             const Range tiles = block_tiles(b, blocks);
             run_block(padded, tiles, channels, v, m, y, blocked, sink);

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,23 @@ int raw_enum(const E& e) {
 // Checks every field; on failure sets the thread's last error and returns false.
 bool validate(const gk_conv_desc& d, Shape* shape);
 
+// The memory one run works in, acquired on the calling thread before any work is split
+// (a failure is then a status, never an abort inside a parallel region): `shared` for the
+// buffers the calling thread fills, and one block per thread, `stride` floats apart.
+struct Workspace {
+  float* shared = nullptr;
+  float* blocks = nullptr;
+  int64_t stride = 0;
+  int threads = 1;  // blocks there are: a run uses at most this many threads
+  float* block(int t) const { return blocks + t * stride; }
+  // `wanted` threads (threads_for's answer) capped to the blocks there are.
+  int cap(int wanted) const { return wanted < threads ? wanted : threads; }
+};
+// What a prepared algorithm needs of a Workspace, in floats.
+struct WorkspaceNeed {
+  int64_t shared_floats = 0, thread_floats = 0;
+};
+
 // An algorithm object (MegEngine / oneDNN style): whether it can serve a shape (and if not,
 // why), and a prepared instance holding its packed weights.
 class Prepared {
@@ -52,11 +70,12 @@ class Prepared {
   // (GK_CONV_FLAG_NCHW_INPUT) passes it as it is where reads_nchw_input(). When the shape
   // adds_to_output(), the output holds the tensor to add, in that same layout. Thread-safe
   // (no mutable state).
-  virtual void run(const float* input, float* output) const = 0;
+  // Every buffer it uses is in `ws` (sized from need()): nothing allocates while it runs.
+  virtual void run(const float* input, float* output, const Workspace& ws) const = 0;
   virtual bool native_layout(gk_layout layout) const { return layout == GK_LAYOUT_NCHW; }
   virtual bool reads_nchw_input() const { return false; }
-  // Bytes of workspace one thread uses while running (NCHW; layout copies are extra).
-  virtual int64_t workspace_bytes() const = 0;
+  // The workspace run() uses (layout copies are extra).
+  virtual WorkspaceNeed need() const = 0;
 };
 
 class Algorithm {
@@ -111,9 +130,32 @@ void set_phase_times(PhaseTimes* sink);  // nullptr: off
 // runs them natively, else through copies in this thread's workspace (NCHW, or for an NCHW
 // input the output's layout; the conversions are part of the time gk_conv_run and
 // Fast-Run measure). Adding to the output, the output is first converted into its copy.
-gk_status run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output);
-// The workspace that takes, in bytes (the algorithm's own plus any layout copies).
-int64_t workspace_in_layout(const Shape& s, const Prepared& p);
+// `memory`: 64-byte aligned, workspace_in_layout(s, p, threads) bytes; `threads` blocks.
+// Writes nothing but the output and the workspace.
+void run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output, void* memory,
+                   int threads);
+// The workspace that takes for `threads` threads, in bytes (the algorithm's own plus any
+// layout copies); -1 when it overflows int64.
+int64_t workspace_in_layout(const Shape& s, const Prepared& p, int threads);
+// run_in_layout in the calling thread's cached workspace (grown on demand, for the
+// current thread setting); GK_ERR_OUT_OF_MEMORY, naming the bytes, when it cannot be had.
+gk_status run_with_cached_workspace(const Shape& s, const Prepared& p, const float* input, float* output,
+                                    const char* function);
+// The same, for tests and tools holding a Prepared rather than a plan.
+inline gk_status run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output) {
+  return run_with_cached_workspace(s, p, input, output, "gk_conv_run");
+}
+
+// Checked arithmetic for sizes: false when the result overflows int64 (one helper, used
+// by validation and workspace sizing).
+inline bool mul_ok(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+inline bool add_ok(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
+// The most bytes a tensor, weight set or workspace may take: more than any 64-bit
+// process can address, so a larger size is a wrong descriptor, not a big one.
+constexpr int64_t kMaxBytes = int64_t{1} << 56;
+// 4 bytes times the product of `factors` (all >= 0) into *bytes; false when it exceeds
+// kMaxBytes (or overflows on the way).
+bool float_bytes_within_limit(std::initializer_list<int64_t> factors, int64_t* bytes);
 
 // Channels per block of a layout (1 for NCHW and NHWC).
 int64_t channel_block(gk_layout layout);

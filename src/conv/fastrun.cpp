@@ -23,10 +23,12 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <new>
 #include <mutex>
 #include <random>
 #include <sstream>
 
+#include "common/c_boundary.h"
 #include "common/runtime.h"
 #include "gemmkit.h"
 
@@ -228,7 +230,9 @@ Choice profile_and_choose(const Shape& s, const std::vector<Candidate>& cands, c
     if (fake) {
       virtual_clock += g_fake_durations(c.name);
     } else {
-      run_in_layout(s, p, input.data(), output.data());
+      // Out of memory: plan creation reports it (guard_c_boundary).
+      if (run_with_cached_workspace(s, p, input.data(), output.data(), "gk_conv_plan_create") != GK_OK)
+        throw std::bad_alloc();
     }
   };
   // The median over 3 samples of `reps` runs each, per run; stops early once a sample is
@@ -330,20 +334,24 @@ void clear_cache() {
 extern "C" {
 
 __attribute__((visibility("default"))) gk_status gk_fastrun_cache_load(const char* path) {
-  if (!path) {
-    gk::set_last_error("gk_fastrun_cache_load: NULL path");
-    return GK_ERR_INVALID_ARGUMENT;
-  }
-  std::lock_guard<std::mutex> lock(gk::conv::g_mutex);
-  return gk::conv::load_locked(path);
+  return gk::guard_c_boundary("gk_fastrun_cache_load", [&] {
+    if (!path) {
+      gk::set_last_error("gk_fastrun_cache_load: NULL path");
+      return GK_ERR_INVALID_ARGUMENT;
+    }
+    std::lock_guard<std::mutex> lock(gk::conv::g_mutex);
+    return gk::conv::load_locked(path);
+  });
 }
 
 __attribute__((visibility("default"))) gk_status gk_fastrun_cache_save(const char* path) {
-  if (!path) {
-    gk::set_last_error("gk_fastrun_cache_save: NULL path");
-    return GK_ERR_INVALID_ARGUMENT;
-  }
-  std::lock_guard<std::mutex> lock(gk::conv::g_mutex);
-  return gk::conv::save_locked(path);
+  return gk::guard_c_boundary("gk_fastrun_cache_save", [&] {
+    if (!path) {
+      gk::set_last_error("gk_fastrun_cache_save: NULL path");
+      return GK_ERR_INVALID_ARGUMENT;
+    }
+    std::lock_guard<std::mutex> lock(gk::conv::g_mutex);
+    return gk::conv::save_locked(path);
+  });
 }
 }

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "common/c_boundary.h"
 #include "common/runtime.h"
 #include "conv/conv.h"
 #include "conv/vec.h"
@@ -113,17 +114,27 @@ __attribute__((visibility("default"))) int64_t gk_tensor_size(gk_layout layout, 
                                                               int64_t c, int64_t h, int64_t w) {
   if (!gk::conv::valid_layout(gk::conv::raw_enum(layout)) || n < 0 || c < 0 || h < 0 || w < 0) return -1;
   const int64_t x = gk::conv::channel_block(layout);
-  return n * ((c + x - 1) / x * x) * h * w;
+  // c rounded up without overflow; a tensor past what a process can address is no tensor.
+  const int64_t c_pad = c / x * x + (c % x ? x : 0);
+  int64_t bytes = 0;
+  if (!gk::conv::float_bytes_within_limit({n, c_pad, h, w}, &bytes)) return -1;
+  return bytes / 4;
 }
 
 __attribute__((visibility("default"))) gk_status gk_convert_layout(const float* src,
                                                                    gk_layout src_layout, float* dst,
                                                                    gk_layout dst_layout, int64_t n,
                                                                    int64_t c, int64_t h, int64_t w) {
+  return gk::guard_c_boundary("gk_convert_layout", [&] {
   if (!src || !dst || !gk::conv::valid_layout(gk::conv::raw_enum(src_layout)) ||
       !gk::conv::valid_layout(gk::conv::raw_enum(dst_layout)) ||
       n < 0 || c < 0 || h < 0 || w < 0) {
     gk::set_last_error("gk_convert_layout: NULL pointer, unknown layout or negative size");
+    return GK_ERR_INVALID_ARGUMENT;
+  }
+  if (gk_tensor_size(src_layout, n, c, h, w) < 0 || gk_tensor_size(dst_layout, n, c, h, w) < 0) {
+    gk::set_last_error("gk_convert_layout: n x c x h x w (%lld x %lld x %lld x %lld) exceeds 2^56 bytes",
+                       (long long)n, (long long)c, (long long)h, (long long)w);
     return GK_ERR_INVALID_ARGUMENT;
   }
   const auto from = gk::conv::indexer(src_layout, c, h, w);
@@ -158,5 +169,6 @@ __attribute__((visibility("default"))) gk_status gk_convert_layout(const float* 
           for (int64_t j = 0; j < w; ++j) dst[to.at(b, ch, i, j)] = src[from.at(b, ch, i, j)];
   });
   return GK_OK;
+  });
 }
 }

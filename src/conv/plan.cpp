@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/c_boundary.h"
 #include "common/runtime.h"
 #include "conv/conv.h"
 #include "conv/fastrun.h"
@@ -13,6 +14,7 @@ struct gk_conv_plan {
   gk::conv::Shape shape;
   std::string name;  // the candidate: "im2col_gemm", "winograd_f43:nr_tiles=96", ...
   std::unique_ptr<gk::conv::Prepared> prepared;
+  int threads;  // gk_get_num_threads() at creation: what gk_conv_plan_workspace_size counts
 };
 
 namespace gk {
@@ -123,26 +125,71 @@ void prepare_residual(const Shape& s, const LayoutCopies& c, float* output, floa
 }
 }  // namespace
 
-gk_status run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output) {
+namespace {
+constexpr int64_t kLineFloats = 16;  // 64 bytes: every part of a workspace starts on a line
+
+int64_t round_to_line(int64_t floats) { return (floats + kLineFloats - 1) / kLineFloats * kLineFloats; }
+
+// Where each part of a run's workspace lies, in floats from its start: the layout copies,
+// the algorithm's shared buffers, then one block per thread. total < 0: it overflows.
+struct WorkspaceLayout {
+  int64_t in_copy = 0, out_copy = 0, shared = 0, blocks = 0, stride = 0, total = -1;
+};
+WorkspaceLayout workspace_layout(const LayoutCopies& c, const WorkspaceNeed& need, int threads) {
+  WorkspaceLayout w;
+  int64_t at = 0, blocks = 0;
+  w.in_copy = at;
+  if (!add_ok(at, round_to_line(c.in_floats), &at)) return w;
+  w.out_copy = at;
+  if (!add_ok(at, round_to_line(c.out_floats), &at)) return w;
+  w.shared = at;
+  if (!add_ok(at, round_to_line(need.shared_floats), &at)) return w;
+  w.blocks = at;
+  w.stride = round_to_line(need.thread_floats);
+  if (!mul_ok(w.stride, threads < 1 ? 1 : threads, &blocks) || !add_ok(at, blocks, &at) || !mul_ok(at, 4, &blocks))
+    return w;
+  w.total = at;
+  return w;
+}
+}  // namespace
+
+void run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output, void* memory,
+                   int threads) {
   const gk_conv_desc& d = s.d;
   const LayoutCopies c = layout_copies(s, p);
-  float* in_copy = c.copy_in ? scratch(ScratchSlot::ConvInput, c.in_floats) : nullptr;
-  float* out_copy = c.copy_out ? scratch(ScratchSlot::ConvOutput, c.out_floats) : nullptr;
-  if ((c.copy_in && !in_copy) || (c.copy_out && !out_copy)) {
-    set_last_error("gk_conv_run: cannot allocate the layout workspace");
-    return GK_ERR_OUT_OF_MEMORY;
-  }
+  const WorkspaceLayout w = workspace_layout(c, p.need(), threads);
+  float* const base = static_cast<float*>(memory);
+  float* in_copy = base + w.in_copy;
+  float* out_copy = base + w.out_copy;
+  const Workspace ws{base + w.shared, base + w.blocks, w.stride, threads < 1 ? 1 : threads};
   if (c.copy_in)
     gk_convert_layout(input, s.in_layout, in_copy, c.in, d.batch, d.in_channels, d.in_height, d.in_width);
   if (s.adds_to_output()) prepare_residual(s, c, output, out_copy);
-  p.run(c.copy_in ? in_copy : input, c.copy_out ? out_copy : output);
+  p.run(c.copy_in ? in_copy : input, c.copy_out ? out_copy : output, ws);
   if (c.copy_out) gk_convert_layout(out_copy, c.out, output, d.layout, d.batch, d.out_channels, s.oh, s.ow);
-  return GK_OK;
 }
 
-int64_t workspace_in_layout(const Shape& s, const Prepared& p) {
-  const LayoutCopies c = layout_copies(s, p);
-  return p.workspace_bytes() + 4 * (c.in_floats + c.out_floats);
+int64_t workspace_in_layout(const Shape& s, const Prepared& p, int threads) {
+  const WorkspaceLayout w = workspace_layout(layout_copies(s, p), p.need(), threads);
+  return w.total < 0 ? -1 : 4 * w.total;
+}
+
+// The threads a run started now may use: the current setting (a run inside a caller's
+// parallel region or a forked child uses fewer, never more).
+static int run_threads() { return max_threads(); }
+
+gk_status run_with_cached_workspace(const Shape& s, const Prepared& p, const float* input, float* output,
+                                    const char* function) {
+  const int threads = run_threads();
+  const int64_t bytes = workspace_in_layout(s, p, threads);
+  void* memory = bytes < 0 ? nullptr : scratch(ScratchSlot::ConvWork, bytes / 4);
+  if (!memory) {
+    set_last_error("%s: cannot allocate %lld bytes for the convolution workspace (%d threads)", function,
+                   static_cast<long long>(bytes), threads);
+    return GK_ERR_OUT_OF_MEMORY;
+  }
+  run_in_layout(s, p, input, output, memory, threads);
+  return GK_OK;
 }
 
 std::vector<Candidate> candidates(const Shape& s, bool allow_lossy) {
@@ -165,14 +212,10 @@ std::vector<Candidate> candidates(const Shape& s, bool allow_lossy) {
 using gk::conv::Algorithm;
 using gk::conv::Shape;
 
-extern "C" {
+namespace {
 
-__attribute__((visibility("default"))) gk_status gk_conv_plan_create(const gk_conv_desc* d,
-                                                                     const float* weights,
-                                                                     const float* bias,
-                                                                     gk_conv_algo algo,
-                                                                     gk_conv_plan** plan) {
-  if (plan) *plan = nullptr;
+gk_status create_plan(const gk_conv_desc* d, const float* weights, const float* bias, gk_conv_algo algo,
+                      gk_conv_plan** plan) {
   if (!d || !weights || !plan) {
     gk::set_last_error("gk_conv_plan_create: NULL descriptor, weights or plan pointer");
     return GK_ERR_INVALID_ARGUMENT;
@@ -227,18 +270,72 @@ __attribute__((visibility("default"))) gk_status gk_conv_plan_create(const gk_co
     prepared = forced->prepare(s, weights, bias);
   }
   if (!prepared) return GK_ERR_OUT_OF_MEMORY;
-  *plan = new gk_conv_plan{s, name, std::move(prepared)};
+  const int threads = gk::max_threads();
+  if (gk::conv::workspace_in_layout(s, *prepared, threads) < 0) {
+    gk::set_last_error("gk_conv_plan_create: the workspace size overflows int64");
+    return GK_ERR_INVALID_ARGUMENT;
+  }
+  *plan = new gk_conv_plan{s, name, std::move(prepared), threads};
   gk::clear_last_error();
   return GK_OK;
 }
 
+// The caller's workspace: present, 64-byte aligned, and at least the plan's size.
+bool valid_workspace(const gk_conv_plan* plan, const void* workspace, int64_t bytes) {
+  const int64_t needed = gk::conv::workspace_in_layout(plan->shape, *plan->prepared, plan->threads);
+  if (!workspace && needed > 0) {
+    gk::set_last_error("gk_conv_run_with_workspace: NULL workspace (%lld bytes needed)", (long long)needed);
+    return false;
+  }
+  if (reinterpret_cast<uintptr_t>(workspace) % 64 != 0) {
+    gk::set_last_error("gk_conv_run_with_workspace: the workspace is not 64-byte aligned");
+    return false;
+  }
+  if (bytes < needed) {
+    gk::set_last_error("gk_conv_run_with_workspace: workspace_bytes %lld is less than the %lld bytes the plan needs",
+                       (long long)bytes, (long long)needed);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) gk_status gk_conv_plan_create(const gk_conv_desc* d,
+                                                                     const float* weights,
+                                                                     const float* bias,
+                                                                     gk_conv_algo algo,
+                                                                     gk_conv_plan** plan) {
+  if (plan) *plan = nullptr;
+  return gk::guard_c_boundary("gk_conv_plan_create", [&] { return create_plan(d, weights, bias, algo, plan); });
+}
+
 __attribute__((visibility("default"))) gk_status gk_conv_run(const gk_conv_plan* plan,
                                                              const float* input, float* output) {
-  if (!plan || !input || !output) {
-    gk::set_last_error("gk_conv_run: NULL plan, input or output");
-    return GK_ERR_INVALID_ARGUMENT;
-  }
-  return gk::conv::run_in_layout(plan->shape, *plan->prepared, input, output);
+  return gk::guard_c_boundary("gk_conv_run", [&] {
+    if (!plan || !input || !output) {
+      gk::set_last_error("gk_conv_run: NULL plan, input or output");
+      return GK_ERR_INVALID_ARGUMENT;
+    }
+    return gk::conv::run_with_cached_workspace(plan->shape, *plan->prepared, input, output, "gk_conv_run");
+  });
+}
+
+__attribute__((visibility("default"))) gk_status gk_conv_run_with_workspace(const gk_conv_plan* plan,
+                                                                            const float* input, float* output,
+                                                                            void* workspace,
+                                                                            int64_t workspace_bytes) {
+  return gk::guard_c_boundary("gk_conv_run_with_workspace", [&] {
+    if (!plan || !input || !output) {
+      gk::set_last_error("gk_conv_run_with_workspace: NULL plan, input or output");
+      return GK_ERR_INVALID_ARGUMENT;
+    }
+    if (!valid_workspace(plan, workspace, workspace_bytes)) return GK_ERR_INVALID_ARGUMENT;
+    gk::conv::run_in_layout(plan->shape, *plan->prepared, input, output, workspace, plan->threads);
+    return GK_OK;
+  });
 }
 
 __attribute__((visibility("default"))) const char* gk_conv_plan_algo_name(const gk_conv_plan* plan) {
@@ -246,7 +343,7 @@ __attribute__((visibility("default"))) const char* gk_conv_plan_algo_name(const 
 }
 
 __attribute__((visibility("default"))) int64_t gk_conv_plan_workspace_size(const gk_conv_plan* plan) {
-  return plan ? gk::conv::workspace_in_layout(plan->shape, *plan->prepared) : 0;
+  return plan ? gk::conv::workspace_in_layout(plan->shape, *plan->prepared, plan->threads) : 0;
 }
 
 __attribute__((visibility("default"))) void gk_conv_plan_destroy(gk_conv_plan* plan) { delete plan; }

@@ -144,8 +144,15 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
 // direct: the border pixels' gathered rows and their outputs.
 constexpr int64_t kStagedOutput = kMaxPanelWidth * kMaxPointwiseMr;
 constexpr int64_t kBorderPixels = 48;  // border pixels per batch (a multiple of every MR)
+// Direct: the taps (kernel_h x per_row) and up to kBorderPixels + ow waiting border
+// pixels (a row adds at most ow to fewer than kBorderPixels), int64 each.
+int64_t PointwiseNchw8::direct_lists_floats() const {
+  const int64_t ints = s_.d.kernel_h * direct_taps().per_row + kBorderPixels + s_.ow;
+  return round_up(2 * ints, 16);
+}
 int64_t PointwiseNchw8::workspace_floats() const {
-  if (direct()) return kStagedOutput + kBorderPixels * (dense_row_floats() + kMaxPanelWidth);
+  if (direct())
+    return kStagedOutput + round_up(kBorderPixels * (dense_row_floats() + kMaxPanelWidth), 16) + direct_lists_floats();
   return kStagedOutput + (gathers() ? chunk_floats() : in_blocks_ * kMaxPointwiseMr * 8);
 }
 
@@ -333,24 +340,22 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
 // for each K block, the chunk's rows of that block (gathered into L2) against each
 // panel's weights of that block (in L1), the output tiles accumulating over the blocks;
 // a chunk's panels are split between threads when there are fewer chunks than threads.
-void PointwiseNchw8::run(const float* x, float* y, int threads) const {
+void PointwiseNchw8::run(const float* x, float* y, int threads, const Workspace& ws) const {
+  threads = ws.cap(threads);
   if (direct()) {
-    run_direct(x, y, threads);
+    run_direct(x, y, threads, ws);
     zero_padding_channels(y, 0, s_.pixels());
   } else {
-    run_gathered(x, y, threads);
+    run_gathered(x, y, threads, ws);
   }
 }
 
-// The calling thread's workspace (workspace_floats()); a failed allocation aborts, as the
-// other algorithms' do (a run has no way to report it).
-float* PointwiseNchw8::thread_workspace() const {
-  float* work = scratch(ScratchSlot::ConvRow, workspace_floats());
-  if (!work) out_of_memory("the pointwise workspace", workspace_floats());
-  return work;
+void PointwiseNchw8::PixelList::drop_front(int64_t n) {
+  std::memmove(data, data + n, static_cast<size_t>(size - n) * sizeof(int64_t));
+  size -= n;
 }
 
-void PointwiseNchw8::run_gathered(const float* x, float* y, int threads) const {
+void PointwiseNchw8::run_gathered(const float* x, float* y, int threads, const Workspace& ws) const {
   const int64_t pixels = s_.pixels(), chunks = ceil_div(pixels, chunk_pixels_);
   const int64_t npanels = static_cast<int64_t>(panels_.size());
   const bool blocked_k = k_block_ < k_rows_;
@@ -363,7 +368,7 @@ void PointwiseNchw8::run_gathered(const float* x, float* y, int threads) const {
   const int64_t items = ranges * chunks;
   threads = static_cast<int>(std::min<int64_t>(threads, items));
   parallel_region(threads, [&] {
-    float* work = thread_workspace();
+    float* work = ws.block(omp_get_thread_num());
     float* chunk = work + kStagedOutput;
     const Strides st = strides();
     const Range r = share(items, omp_get_thread_num(), omp_get_num_threads(), 1, items);
@@ -394,19 +399,21 @@ void PointwiseNchw8::zero_padding_channels(float* y, int64_t p0, int64_t p1) con
 // Direct (under 8 input channels): output rows shared between threads; a row's pixels whose
 // taps all lie inside the image columns run on the image in place (run_direct_row), the
 // others are gathered in batches (run_border). The weights are small (taps x C rows).
-void PointwiseNchw8::run_direct(const float* x, float* y, int threads) const {
+void PointwiseNchw8::run_direct(const float* x, float* y, int threads, const Workspace& ws) const {
   threads = static_cast<int>(std::min<int64_t>(threads, s_.oh));
   parallel_region(threads, [&] {
-    float* work = thread_workspace();
-    std::vector<int64_t> taps(static_cast<size_t>(s_.d.kernel_h * direct_taps().per_row)), border;
-    border.reserve(static_cast<size_t>(kBorderPixels + s_.ow));
+    float* work = ws.block(omp_get_thread_num());
+    // The lists at the block's end, after what run_direct_row and run_border use.
+    int64_t* const lists = reinterpret_cast<int64_t*>(work + workspace_floats() - direct_lists_floats());
+    int64_t* const taps = lists;
+    PixelList border{lists + s_.d.kernel_h * direct_taps().per_row, 0};
     const Range rows = share(s_.oh, omp_get_thread_num(), omp_get_num_threads(), 1, s_.oh);
     for (int64_t oh = rows.begin; oh < rows.end; ++oh) {
-      run_direct_row(x, y, oh, taps.data(), work, &border);
-      while (static_cast<int64_t>(border.size()) >= kBorderPixels || (oh + 1 == rows.end && !border.empty())) {
-        const int64_t n = std::min<int64_t>(kBorderPixels, static_cast<int64_t>(border.size()));
-        run_border(x, y, border.data(), n, work, panels_.data(), panels_.data() + panels_.size());
-        border.erase(border.begin(), border.begin() + n);
+      run_direct_row(x, y, oh, taps, work, &border);
+      while (border.size >= kBorderPixels || (oh + 1 == rows.end && border.size > 0)) {
+        const int64_t n = std::min<int64_t>(kBorderPixels, border.size);
+        run_border(x, y, border.data, n, work, panels_.data(), panels_.data() + panels_.size());
+        border.drop_front(n);
       }
     }
   });
@@ -423,7 +430,7 @@ void PointwiseNchw8::run_direct(const float* x, float* y, int threads) const {
 // per panel: no rewriting tile (staged instead), and a staged tile that would read past
 // the image is gathered for its panel alone.
 void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_t* taps, float* stage,
-                                    std::vector<int64_t>* border) const {
+                                    PixelList* border) const {
   const gk_conv_desc& d = s_.d;
   const int64_t w = d.in_width, sw = d.stride_w, pl = d.pad_left;
   const int64_t ih0 = oh * d.stride_h - d.pad_top, pixels = s_.pixels(), row = oh * s_.ow;

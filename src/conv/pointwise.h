@@ -35,11 +35,13 @@ class PointwiseNchw8 {
 
   // One image, y NCHW8 and x NCHW8, or NCHW where reads_nchw_input(); the padding channels
   // of y's last block are zeroed.
-  void run(const float* x, float* y, int threads) const;
+  // ws: one block of workspace_floats() per thread (threads <= ws.threads).
+  void run(const float* x, float* y, int threads, const Workspace& ws) const;
   // Under 8 input channels with an NCHW input (GK_CONV_FLAG_NCHW_INPUT): the image's planes
   // are read in place, a tap per (kernel row, channel).
   bool reads_nchw_input() const { return planar_; }
-  // Workspace per thread (the im2col chunk, the staged partial output tile), in floats.
+  // Workspace per thread (the im2col chunk, the staged partial output tile; direct: also
+  // its taps and border pixel list), in floats.
   int64_t workspace_floats() const;
 
  private:
@@ -74,11 +76,17 @@ class PointwiseNchw8 {
   int64_t tap_float(int64_t a) const;
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
                  float* stage) const;
-  float* thread_workspace() const;
-  void run_gathered(const float* x, float* y, int threads) const;
-  void run_direct(const float* x, float* y, int threads) const;
-  void run_direct_row(const float* x, float* y, int64_t oh, int64_t* taps, float* stage,
-                      std::vector<int64_t>* border) const;
+  // The border pixels waiting for run_border, in a thread's workspace (no heap memory).
+  struct PixelList {
+    int64_t* data;
+    int64_t size;
+    void push_back(int64_t p) { data[size++] = p; }
+    void drop_front(int64_t n);
+  };
+  int64_t direct_lists_floats() const;  // a direct thread's taps and PixelList, in floats
+  void run_gathered(const float* x, float* y, int threads, const Workspace& ws) const;
+  void run_direct(const float* x, float* y, int threads, const Workspace& ws) const;
+  void run_direct_row(const float* x, float* y, int64_t oh, int64_t* taps, float* stage, PixelList* border) const;
   void zero_padding_channels(float* y, int64_t p0, int64_t p1) const;
   // Panels [first, last) of `count` (<= kBorderPixels) gathered pixels.
   void run_border(const float* x, float* y, const int64_t* pixels, int64_t count, float* work, const Panel* first,
