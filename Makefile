@@ -148,6 +148,8 @@ deps-test:
 
 BENCH_BIN := $(BUILD)/perf/bench_gemm
 BENCH_CONV_BIN := $(BUILD)/perf/bench_conv
+# Network operations against memcpy (not in `make bench` yet).
+BENCH_OPS_BIN := $(BUILD)/perf/bench_ops
 $(BUILD)/obj/perf/%.o: CXXFLAGS += -O3
 $(BENCH_BIN): $(BUILD)/obj/perf/bench_gemm.o $(BUILD)/obj/perf/peak.o $(STATIC)
 	@mkdir -p $(dir $@)
@@ -155,6 +157,9 @@ $(BENCH_BIN): $(BUILD)/obj/perf/bench_gemm.o $(BUILD)/obj/perf/peak.o $(STATIC)
 $(BENCH_CONV_BIN): $(BUILD)/obj/perf/bench_conv.o $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) -o $@ $^ -lbenchmark -ldnnl $(LDLIBS) -ldl
+$(BENCH_OPS_BIN): $(BUILD)/obj/perf/bench_ops.o $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CXX) $(LDFLAGS) -o $@ $^ -lbenchmark $(LDLIBS) -ldl
 
 bench: deps-bench
 	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BENCH_CONV_BIN) $(INFER)

@@ -515,7 +515,52 @@ TEST(Ops, ConcatSplitTwoThreads) {
   check_concat_split(1, h, w, {32, 64});
 }
 
+// Parts of every size 1..17 at every channel offset 0..16: shifts of every amount, parts
+// inside one block and across two or three, blocks shared by three parts (NCHWx's lane
+// maps), with padding after. Then parts spanning more blocks than a work item takes, and
+// ShuffleNetV2's halves. All under every kernel this CPU supports: each has its own gather
+// code (AVX-512's paired permutes, AVX2's, the baseline's).
+TEST(Ops, ConcatSplitEveryOffsetEveryKernel) {
+  const int64_t max_part = quick() ? 9 : 17;
+  gktest::for_each_kernel([&](const gk::KernelInfo&) {
+    for (int64_t a = 1; a <= max_part; ++a)
+      for (int64_t o = 0; o < max_part; ++o) {
+        std::vector<int64_t> list;
+        if (o > 0) list.push_back(o);
+        list.push_back(a);
+        list.push_back(3);
+        check_concat_split(2, 2, 3, list);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    const std::vector<std::vector<int64_t>> long_parts = {
+        {58, 58}, {116, 116}, {5, 139, 7}, {1, 200}, {77, 3, 66}, std::vector<int64_t>(17, 1)};
+    for (const std::vector<int64_t>& list : long_parts) check_concat_split(1, 3, 4, list);
+  });
+}
+
 // ---------------------------------------------------------------- channel shuffle
+
+// A shuffle of random NCHW data of n x c x h x w in every layout against the reference.
+void check_shuffle(int64_t n, int64_t c, int64_t h, int64_t w, int64_t groups) {
+  const int64_t hw = h * w;
+  const gk_tensor_desc s = {n, c, h, w, GK_LAYOUT_NCHW};
+  const std::vector<float> x = random_vector(nchw_floats(s), uint32_t(c));
+  std::vector<double> want(x.size());
+  const int64_t per_group = c / groups;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t i = 0; i < per_group; ++i)
+        for (int64_t p = 0; p < hw; ++p)
+          want[size_t((b * c + i * groups + g) * hw + p)] = x[size_t((b * c + g * per_group + i) * hw + p)];
+  for (gk_layout l : kLayouts) {
+    const gk_tensor_desc t = desc(n, c, h, w, l);
+    SCOPED_TRACE(describe(t) + " groups " + std::to_string(groups));
+    const std::vector<float> xl = to_layout(x, t);
+    std::vector<float> y(floats(t), kNaN);
+    ASSERT_EQ(gk_channel_shuffle(&t, groups, xl.data(), y.data()), GK_OK) << gk_last_error();
+    EXPECT_TRUE(matches(to_nchw(y, t), want, [](size_t) { return 0.0; }));
+  }
+}
 
 TEST(Ops, ChannelShuffle) {
   struct Case {
@@ -525,27 +570,38 @@ TEST(Ops, ChannelShuffle) {
   for (int threads : {1, 2}) {
     Threads th(threads);
     for (const Case& k : cases) {
-      const int64_t n = 2, h = threads == 2 ? 30 : 3, w = threads == 2 ? 31 : 5, hw = h * w;
-      const gk_tensor_desc s = {n, k.c, h, w, GK_LAYOUT_NCHW};
-      const std::vector<float> x = random_vector(nchw_floats(s), uint32_t(k.c));
-      if (threads == 2 && k.c == 60) expect_two_threads(8.0 * double(x.size()));
-      std::vector<double> want(x.size());
-      const int64_t per_group = k.c / k.groups;
-      for (int64_t b = 0; b < n; ++b)
-        for (int64_t g = 0; g < k.groups; ++g)
-          for (int64_t i = 0; i < per_group; ++i)
-            for (int64_t p = 0; p < hw; ++p)
-              want[size_t((b * k.c + i * k.groups + g) * hw + p)] = x[size_t((b * k.c + g * per_group + i) * hw + p)];
-      for (gk_layout l : kLayouts) {
-        const gk_tensor_desc t = desc(n, k.c, h, w, l);
-        SCOPED_TRACE(describe(t) + " groups " + std::to_string(k.groups));
-        const std::vector<float> xl = to_layout(x, t);
-        std::vector<float> y(floats(t), kNaN);
-        ASSERT_EQ(gk_channel_shuffle(&t, k.groups, xl.data(), y.data()), GK_OK) << gk_last_error();
-        EXPECT_TRUE(matches(to_nchw(y, t), want, [](size_t) { return 0.0; }));
-      }
+      const int64_t n = 2, h = threads == 2 ? 30 : 3, w = threads == 2 ? 31 : 5;
+      if (threads == 2 && k.c == 60) expect_two_threads(8.0 * double(n * k.c * h * w));
+      check_shuffle(n, k.c, h, w, k.groups);
+      if (HasFatalFailure()) return;
     }
   }
+}
+
+// Every channel count 1..40 with each of its groupings (groups = 1 and c: the identity),
+// ShuffleNetV2's shapes, and groupings whose lane maps repeat after more blocks than a
+// work item takes, under every kernel this CPU supports.
+TEST(Ops, ChannelShuffleEveryGroupingEveryKernel) {
+  const int64_t max_c = quick() ? 24 : 40;
+  gktest::for_each_kernel([&](const gk::KernelInfo&) {
+    for (int64_t c = 1; c <= max_c; ++c)
+      for (int64_t groups = 1; groups <= c; ++groups)
+        if (c % groups == 0) {
+          check_shuffle(2, c, 2, 3, groups);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+    const int64_t shapes[][2] = {{116, 2}, {232, 2}, {464, 2}, {96, 3}, {240, 4}, {120, 10}, {160, 20}};
+    for (const auto& k : shapes) check_shuffle(1, k[0], 3, 2, k[1]);
+  });
+}
+
+// Planes of more pixels than one work item's piece in every NCHWx layout, 2 images: the
+// lane-mapped blocks in pieces, aligned parts copied piece by piece.
+TEST(Ops, ConcatSplitShuffleLargePlanes) {
+  const int64_t h = quick() ? 46 : 65, w = quick() ? 45 : 65;
+  check_concat_split(2, h, w, {8, 21, 16, 3});
+  check_shuffle(2, 24, h, w, 2);
+  check_shuffle(2, 30, h, w, 3);
 }
 
 // ---------------------------------------------------------------- fully connected

@@ -114,8 +114,19 @@ inline bool use_avx2() {
   return false;
 #endif
 }
+// The AVX-512 helpers permute 256-bit registers from two sources at once (vpermi2ps ymm):
+// that takes AVX-512VL, which every AVX-512 CPU but Xeon Phi has (the kernel table only
+// asks for AVX-512F).
+inline bool use_avx512vl() {
+#if defined(__x86_64__)
+  return active_config().kernel->simd == SimdLevel::Avx512 && __builtin_cpu_supports("avx512vl");
+#else
+  return false;
+#endif
+}
 #if defined(__x86_64__)
 #define GK_OPS_AVX2 __attribute__((target("avx2")))
+#define GK_OPS_AVX512VL __attribute__((target("avx512f,avx512vl,avx2")))
 #endif
 
 // act(v) lane by lane, as conv's epilogues apply it (ReLU turns NaN into 0), and the same
