@@ -162,8 +162,8 @@ $(BENCH_OPS_BIN): $(BUILD)/obj/perf/bench_ops.o $(STATIC)
 	$(CXX) $(LDFLAGS) -o $@ $^ -lbenchmark $(LDLIBS) -ldl
 
 bench: deps-bench
-	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BENCH_CONV_BIN) $(INFER)
-	@scripts/bench.sh $(BENCH_BIN) $(BENCH_CONV_BIN) $(INFER) $(BUILD)/bench
+	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BENCH_CONV_BIN) $(BENCH_OPS_BIN) $(INFER)
+	@scripts/bench.sh $(BENCH_BIN) $(BENCH_CONV_BIN) $(BENCH_OPS_BIN) $(INFER) $(BUILD)/bench
 
 # The five networks end to end against PyTorch on the same weights (make bench runs it too).
 check-networks: deps-bench

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs the GEMM, convolution and whole-network comparisons and leaves tables, CSVs and the
 # plot in the output folder.
-# Usage: scripts/bench.sh BENCH_GEMM BENCH_CONV GK_INFER OUT_DIR [extra flags for the first two]
+# Usage: scripts/bench.sh BENCH_GEMM BENCH_CONV BENCH_OPS GK_INFER OUT_DIR [extra flags for the
+# first two]
 set -euo pipefail
-gemm=$1 conv=$2 infer=$3 out=$4
-shift 4
+gemm=$1 conv=$2 ops=$3 infer=$4 out=$5
+shift 5
 mkdir -p "$out"
 # Each measurement's console line goes to a log; the summary tables to the terminal.
 run() {
@@ -18,6 +19,9 @@ run "$gemm" gemm.log "# gemmkit vs OpenBLAS" "$@"
 echo
 run "$conv" conv.log "# Convolution layers" "$@"
 echo "per-layer convolution table: $out/conv.md"
+echo
+"$ops" --out="$out" > "$out/ops.log" 2>&1 || { tail -n 30 "$out/ops.log"; exit 1; }
+cat "$out/ops.md"
 echo
 # The networks: first their logits against PyTorch's, then their speed.
 scripts/networks.py check "$infer" "$out/networks" --batches 1,4
