@@ -169,3 +169,17 @@ TEST(ConvReliabilityFuzz, RandomDescriptorsNeverCrash) {
 }
 
 }  // namespace
+
+namespace {
+
+// After one warm-up run of a plan, gk_conv_run and gk_conv_run_with_workspace allocate
+// nothing: every forced algorithm, layouts NCHW / NHWC / NCHW8, 1 and 2 threads (the child
+// counts every allocation of the process; both runs must also agree).
+TEST(ConvReliabilitySteadyState, NoAllocationPerRunOnEveryAlgorithmAndLayout) {
+  const ChildResult r = run_helper({"conv-count"});
+  if (child_failure(r, kSkipped).empty()) GTEST_SKIP() << r.output;
+  ASSERT_EQ(child_failure(r), "");
+  std::printf("%s", r.output.c_str());
+}
+
+}  // namespace

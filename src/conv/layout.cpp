@@ -68,28 +68,38 @@ bool planar_grouping(gk_layout layout, int64_t c, Grouping* g) {
   return x > 1;
 }
 
+// One image's channel block: its x planes interleaved into one run, or back.
+GK_INLINE void convert_planar_block(const float* src, float* dst, bool to_planar, int64_t c, int64_t hw,
+                                    Grouping g, int64_t b, int64_t blk) {
+  const float* rows_in[64];
+  float* rows_out[64];
+  for (int64_t l = 0; l < g.x; ++l) {
+    const int64_t ch = blk * g.x + l;
+    const int64_t plane = (b * c + ch) * hw;
+    rows_in[l] = ch < c ? (to_planar ? nullptr : src + plane) : nullptr;
+    rows_out[l] = ch < c && to_planar ? dst + plane : nullptr;
+  }
+  const int64_t run = (b * g.blocks + blk) * hw * g.x;
+  if (to_planar) {
+    deinterleave(src + run, g.x, hw, rows_out);
+  } else {
+    interleave(rows_in, g.x, hw, dst + run);
+  }
+}
+
 // The one region not opened through parallel_region(): this body is compiled once per ISA
-// (the target("avx2") wrapper below), and a lambda would not inherit the target.
+// (the target("avx2") wrapper below), and a lambda would not inherit the target. As there,
+// one thread runs without a region: libgomp builds (and allocates) a team even for one.
 GK_INLINE void convert_planar(const float* src, float* dst, bool to_planar, int64_t n, int64_t c, int64_t hw,
                               Grouping g, int threads) {
-#pragma omp parallel for collapse(2) num_threads(threads) if (threads > 1)
+  if (threads <= 1 && !omp_in_parallel()) {
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t blk = 0; blk < g.blocks; ++blk) convert_planar_block(src, dst, to_planar, c, hw, g, b, blk);
+    return;
+  }
+#pragma omp parallel for collapse(2) num_threads(threads > 1 ? threads : 1)
   for (int64_t b = 0; b < n; ++b)
-    for (int64_t blk = 0; blk < g.blocks; ++blk) {
-      const float* rows_in[64];
-      float* rows_out[64];
-      for (int64_t l = 0; l < g.x; ++l) {
-        const int64_t ch = blk * g.x + l;
-        const int64_t plane = (b * c + ch) * hw;
-        rows_in[l] = ch < c ? (to_planar ? nullptr : src + plane) : nullptr;
-        rows_out[l] = ch < c && to_planar ? dst + plane : nullptr;
-      }
-      const int64_t run = (b * g.blocks + blk) * hw * g.x;
-      if (to_planar) {
-        deinterleave(src + run, g.x, hw, rows_out);
-      } else {
-        interleave(rows_in, g.x, hw, dst + run);
-      }
-    }
+    for (int64_t blk = 0; blk < g.blocks; ++blk) convert_planar_block(src, dst, to_planar, c, hw, g, b, blk);
 }
 
 void convert_planar_baseline(const float* src, float* dst, bool to_planar, int64_t n, int64_t c, int64_t hw,
