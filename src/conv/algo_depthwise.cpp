@@ -326,7 +326,7 @@ __attribute__((target("avx2,fma"))) void block_avx2(const DwGeometry& g, const B
 template <int KH, int KW, int SW>
 BlockFn block_fn() {
 #if defined(__x86_64__)
-  if (active_config().kernel->simd != SimdLevel::Baseline) return block_avx2<KH, KW, SW>;
+  if (conv_config().kernel->simd != SimdLevel::Baseline) return block_avx2<KH, KW, SW>;
 #endif
   return block_baseline<KH, KW, SW>;
 }
@@ -511,7 +511,7 @@ class DepthwiseRowsConv final : public Prepared {
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
     fn_ = plane_baseline;
 #if defined(__x86_64__)
-    if (active_config().kernel->simd != SimdLevel::Baseline) fn_ = plane_avx2;
+    if (conv_config().kernel->simd != SimdLevel::Baseline) fn_ = plane_avx2;
 #endif
   }
   WorkspaceNeed need() const override { return {0, plane_.floats()}; }

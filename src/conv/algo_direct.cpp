@@ -127,7 +127,7 @@ class DirectConv final : public Prepared {
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
     plane_ = direct_plane_baseline;
 #if defined(__x86_64__)
-    if (active_config().kernel->simd != SimdLevel::Baseline) plane_ = direct_plane_avx2;
+    if (conv_config().kernel->simd != SimdLevel::Baseline) plane_ = direct_plane_avx2;
 #endif
   }
 

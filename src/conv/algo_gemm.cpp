@@ -239,7 +239,7 @@ int64_t default_tile(const Shape& s, const KernelConfig& cfg) {
 class GemmConv final : public Prepared {
  public:
   GemmConv(const Shape& s, const float* weights, const float* bias, bool im2col, int64_t tile)
-      : s_(s), im2col_(im2col), cfg_(active_config()) {
+      : s_(s), im2col_(im2col), cfg_(conv_config()) {
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
     if (s.d.layout == GK_LAYOUT_NCHW8 && PointwiseNchw8::usable(*cfg_.kernel, s)) {
       pointwise_.reset(new PointwiseNchw8(*cfg_.kernel, s, weights, bias));
@@ -418,7 +418,7 @@ class Im2colGemm final : public Algorithm {
   // a group span more than one MC block (else panels are packed one by one), and not at
   // all on the pointwise kernels (NCHW8).
   std::vector<int64_t> tunings(const Shape& s) const override {
-    const KernelConfig& cfg = active_config();
+    const KernelConfig& cfg = conv_config();
     if (s.ocg <= cfg.mc) return {};
     if (s.d.layout == GK_LAYOUT_NCHW8 && PointwiseNchw8::usable(*cfg.kernel, s)) return {};  // no GEMM tile there
     const int64_t t = default_tile(s, cfg), nr = cfg.kernel->nr;

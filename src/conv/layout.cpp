@@ -160,7 +160,7 @@ __attribute__((visibility("default"))) gk_status gk_convert_layout(const float* 
   if ((from_planar && gk::conv::planar_grouping(dst_layout, c, &g)) ||
       (to_planar && gk::conv::planar_grouping(src_layout, c, &g))) {
 #if defined(__x86_64__)
-    if (gk::active_config().kernel->simd != gk::SimdLevel::Baseline) {
+    if (gk::conv_config().kernel->simd != gk::SimdLevel::Baseline) {
       gk::conv::convert_planar_avx2(src, dst, to_planar, n, c, h * w, g, threads);
       return GK_OK;
     }

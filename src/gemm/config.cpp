@@ -96,6 +96,22 @@ Registry& registry() {
 
 const KernelConfig& active_config() { return *registry().active.load(std::memory_order_acquire); }
 
+namespace {
+// A kernel convolutions can run in the blocked layouts in place: its own pointwise
+// kernels, the epilogue fused, an MR that divides the 8 channels of an NCHW8 block.
+bool serves_blocked_conv(const KernelInfo& k) { return k.pointwise[0].fn && k.fused_epilogue && 8 % k.mr == 0; }
+}  // namespace
+
+const KernelConfig& conv_config() {
+  Registry& r = registry();
+  const KernelConfig* active = r.active.load(std::memory_order_acquire);
+  if (serves_blocked_conv(*active->kernel)) return *active;
+  // The table is best first: the next entry that serves, as the CPU runs it.
+  for (int i = int(active - r.configs) + 1; i < r.count; ++i)
+    if (r.configs[i].kernel->cpu_supports() && serves_blocked_conv(*r.configs[i].kernel)) return r.configs[i];
+  return *active;
+}
+
 bool select_kernel(const char* name) { return registry().choose(name); }
 
 }  // namespace gk

@@ -3,10 +3,9 @@
 //
 // AVX-512 (14x32) is the default where the CPU has AVX-512F: on an Intel Xeon of model 207
 // (2 cores, 48K L1d, 2M L2) it runs 1024^3 at 140-150 GFLOP/s on one thread against 82-84
-// for AVX2 4x24. It has no fused epilogue and no pointwise kernels of its own: the AVX2
-// pointwise kernels serve NCHW8 convolutions beside it (whole ResNet-18 ran 33-36 ms with
-// AVX2 forced and 39-40 ms with AVX-512 there, MobileNetV2 and ShuffleNetV2 even). On Zen
-// 4 the zmm FMA throughput equals the ymm one: the measurement above is Intel's.
+// for AVX2 4x24. It has no fused epilogue, no pointwise kernels and an MR that does not
+// divide 8, so convolutions run on the AVX2 entry beside it (gk::conv_config()). On Zen 4
+// the zmm FMA throughput equals the ymm one: the measurement above is Intel's.
 //
 // AVX2: 4x24 is the default, 6x16 (the classic BLIS/Haswell shape) can be named: on Zen 3
 // 4x24 reaches 94-98% of the FMA peak in L1 against 86-89% for 6x16, because it needs one
@@ -39,8 +38,7 @@ bool has_avx2_fma() { return cpu().x86_avx2_fma; }
    {6, 8, gk_pointwise_6x8_avx2, gk_pointwise_1x8_avx2}}
 
 const KernelInfo kTable[] = {
-    {"avx512", "AVX-512F", SimdLevel::Avx512, 14, 32, gk_sgemm_14x32_avx512, {}, 210, 384, 4096, has_avx512, true, false,
-     POINTWISE_AVX2},
+    {"avx512", "AVX-512F", SimdLevel::Avx512, 14, 32, gk_sgemm_14x32_avx512, {}, 210, 384, 4096, has_avx512, true},
     {"avx2", "AVX2+FMA3", SimdLevel::Avx2, 4, 24, gk_sgemm_4x24_avx2, {{8, gk_sgemm_4x8_avx2}, {16, gk_sgemm_4x16_avx2}},
      192, 336, 4080, has_avx2_fma, true, true,
      POINTWISE_AVX2},
