@@ -9,9 +9,9 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <exception>
 #include <new>
 
+#include "common/c_boundary.h"
 #include "common/runtime.h"
 #include "common/simd.h"
 #include "conv/conv.h"
@@ -59,25 +59,13 @@ bool overlaps(const void* a, int64_t a_floats, const void* b, int64_t b_floats);
 bool check_disjoint(const char* fn, const char* out_name, const void* out, int64_t out_floats,
                     const char* in_name, const void* in, int64_t in_floats);
 
-// Runs the body of a C entry point: no C++ exception crosses the C boundary (bad_alloc
-// becomes GK_ERR_OUT_OF_MEMORY, anything else GK_ERR_INTERNAL, with a message), and a
-// successful call clears the last error.
+// Runs the body of a C entry point through guard_c_boundary (no C++ exception crosses the
+// C boundary), and a successful call clears the last error.
 template <typename Body>
 gk_status guarded(const char* fn, const Body& body) noexcept {
-  try {
-    const gk_status s = body();
-    if (s == GK_OK) clear_last_error();
-    return s;
-  } catch (const std::bad_alloc&) {
-    set_last_error("%s: out of memory", fn);
-    return GK_ERR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    set_last_error("%s: internal error: %s", fn, e.what());
-    return GK_ERR_INTERNAL;
-  } catch (...) {
-    set_last_error("%s: internal error", fn);
-    return GK_ERR_INTERNAL;
-  }
+  const gk_status s = guard_c_boundary(fn, body);
+  if (s == GK_OK) clear_last_error();
+  return s;
 }
 
 // ---------------------------------------------------------------- threads
