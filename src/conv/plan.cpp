@@ -214,7 +214,9 @@ using gk::conv::Shape;
 
 namespace {
 
-gk_status create_plan(const gk_conv_desc* d, const float* weights, const float* bias, gk_conv_algo algo,
+// `algo` by reference: a C caller may pass any int, and loading one outside the enum's
+// range as gk_conv_algo is undefined (is_known_algorithm reads its bytes first).
+gk_status create_plan(const gk_conv_desc* d, const float* weights, const float* bias, const gk_conv_algo& algo,
                       gk_conv_plan** plan) {
   if (!d || !weights || !plan) {
     gk::set_last_error("gk_conv_plan_create: NULL descriptor, weights or plan pointer");
