@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -129,12 +130,20 @@ TEST(ConvReliabilityFuzz, RandomDescriptorsNeverCrash) {
       gk_conv_desc d = small_desc();
       for (const Field& f : kFields)
         if (rng() % 3 == 0) d.*f.member = pick(f.member == &gk_conv_desc::groups ? 4 : 9);
-      if (rng() % 8 == 0) d.layout = static_cast<gk_layout>(rng() % 7 - 1);
+      // Unknown layouts as a C caller can pass them: stored as bytes, never loaded as the
+      // enum here (a value outside its range is undefined in C++; UBSan stops on it).
+      if (rng() % 8 == 0) {
+        const int raw = static_cast<int>(rng() % 7) - 1;
+        std::memcpy(&d.layout, &raw, sizeof raw);
+      }
+      int raw_layout = 0;
+      std::memcpy(&raw_layout, &d.layout, sizeof raw_layout);
+      const bool known_layout = raw_layout >= GK_LAYOUT_NCHW && raw_layout <= GK_LAYOUT_NCHW16;
       if (rng() % 8 == 0) d.flags = static_cast<uint32_t>(rng() % 9);
       int64_t oh = 0, ow = 0;
       const gk_status st = gk_conv_output_size(&d, &oh, &ow);
-      (void)gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width);
-      if (st != GK_OK) continue;
+      if (known_layout) (void)gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width);
+      if (st != GK_OK || !known_layout) continue;
       const int64_t in = gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width);
       const int64_t out = gk_tensor_size(d.layout, d.batch, d.out_channels, oh, ow);
       const int64_t wn = d.out_channels * (d.in_channels / d.groups) * d.kernel_h * d.kernel_w;
