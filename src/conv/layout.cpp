@@ -123,6 +123,7 @@ extern "C" {
 __attribute__((visibility("default"))) int64_t gk_tensor_size(gk_layout layout, int64_t n,
                                                               int64_t c, int64_t h, int64_t w) {
   if (!gk::conv::valid_layout(gk::conv::raw_enum(layout)) || n < 0 || c < 0 || h < 0 || w < 0) return -1;
+  if (c > (int64_t{1} << 56)) return -1;  // past any addressable tensor; keeps the rounding below from overflowing
   const int64_t x = gk::conv::channel_block(layout);
   // c rounded up without overflow; a tensor past what a process can address is no tensor.
   const int64_t c_pad = c / x * x + (c % x ? x : 0);
