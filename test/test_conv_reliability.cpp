@@ -119,7 +119,14 @@ TEST(ConvReliabilityFuzz, RandomDescriptorsNeverCrash) {
   const double seconds = env && std::atof(env) > 0 ? std::atof(env) : 5.0;
   const ChildResult r = run_in_child([seconds]() -> std::string {
     std::mt19937_64 rng(18);
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan ends the process on an allocation it cannot serve instead of throwing bad_alloc,
+    // and a small tensor with a padding of 2^31 makes plan creation ask for hundreds of GB
+    // (GK_ERR_OUT_OF_MEMORY in a normal build): no huge values here.
+    const int64_t specials[] = {0, 1, 2, 3, -1, INT64_MIN, 7, 16};
+#else
     const int64_t specials[] = {0, 1, 2, 3, -1, int64_t{1} << 31, int64_t{1} << 62, INT64_MAX, INT64_MIN, 7, 16};
+#endif
     auto pick = [&](int64_t small_max) -> int64_t {
       return rng() % 4 == 0 ? specials[rng() % (sizeof specials / sizeof *specials)]
                             : static_cast<int64_t>(rng() % static_cast<uint64_t>(small_max + 1));
