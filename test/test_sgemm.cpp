@@ -228,7 +228,7 @@ TEST(Driver, TinyBlockingManyBlocksWithEpilogue) {
 // multiples of 8); row-major A (B plain or transposed) and column-major with B's rows as
 // the inner A; ld padding, alpha/beta with NaN C, 1 and 2 threads, each kernel. Where the
 // kernel has pointwise kernels the path must serve every shape here (else the packed path
-// runs them, checked alike).
+// runs them, checked alike; with AVX-512 only past 8 columns).
 TEST(Sgemm, InPlaceAEveryRowAndColumnEdge) {
   const std::vector<int64_t> columns =
       gktest::quick() ? std::vector<int64_t>{2, 9, 25, 49} : std::vector<int64_t>{2, 8, 9, 16, 17, 24, 25, 32, 33, 40, 49, 57, 72, 100, 256};
@@ -246,7 +246,8 @@ TEST(Sgemm, InPlaceAEveryRowAndColumnEdge) {
           gk::GemmProblem p;
           p.m = m, p.n = n, p.k = k;
           const gk::MatrixView a{nullptr, k + c.extra_ld, 1};
-          EXPECT_EQ(gk::in_place_a_serves(gk::active_config(), p, a), ker.pointwise[0].fn != nullptr)
+          const bool avx512_few_columns = ker.simd == gk::SimdLevel::Avx512 && n <= 8;  // the packed path's
+          EXPECT_EQ(gk::in_place_a_serves(gk::active_config(), p, a), ker.pointwise[0].fn != nullptr && !avx512_few_columns)
               << describe(c);
           gk_set_num_threads(1 + pick % 2);
           ASSERT_TRUE(run_case(c, /*fortran=*/!rm && pick % 4 == 1));

@@ -131,6 +131,6 @@ constexpr KernelInfo generic_kernel_info() {
 // The largest MR * NR of any kernel: the size of the local tile for partial tiles.
 constexpr int kMaxTileFloats = 16 * 32;
 // The largest pointwise kernel shape (pixels x output channels).
-constexpr int kMaxPointwiseMr = 6, kMaxPointwiseNr = 24;
+constexpr int kMaxPointwiseMr = 12, kMaxPointwiseNr = 32;
 
 }  // namespace gk

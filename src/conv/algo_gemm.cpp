@@ -241,8 +241,8 @@ class GemmConv final : public Prepared {
   GemmConv(const Shape& s, const float* weights, const float* bias, bool im2col, int64_t tile)
       : s_(s), im2col_(im2col), cfg_(conv_config()) {
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
-    if (s.d.layout == GK_LAYOUT_NCHW8 && PointwiseNchw8::usable(*cfg_.kernel, s)) {
-      pointwise_.reset(new PointwiseNchw8(*cfg_.kernel, s, weights, bias));
+    if (s.d.layout == GK_LAYOUT_NCHW8 && PointwiseNchw8::usable(pointwise_kernel(), s)) {
+      pointwise_.reset(new PointwiseNchw8(pointwise_kernel(), s, weights, bias));
       return;
     }
     const int64_t group_weights = s.ocg * s.k_gemm;
@@ -420,7 +420,7 @@ class Im2colGemm final : public Algorithm {
   std::vector<int64_t> tunings(const Shape& s) const override {
     const KernelConfig& cfg = conv_config();
     if (s.ocg <= cfg.mc) return {};
-    if (s.d.layout == GK_LAYOUT_NCHW8 && PointwiseNchw8::usable(*cfg.kernel, s)) return {};  // no GEMM tile there
+    if (s.d.layout == GK_LAYOUT_NCHW8 && PointwiseNchw8::usable(pointwise_kernel(), s)) return {};  // no GEMM tile there
     const int64_t t = default_tile(s, cfg), nr = cfg.kernel->nr;
     std::vector<int64_t> v;
     if (t / 2 >= nr) v.push_back(t / 2 / nr * nr);

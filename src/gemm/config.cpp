@@ -112,6 +112,11 @@ const KernelConfig& conv_config() {
   return *active;
 }
 
+const KernelInfo& pointwise_kernel() {
+  const KernelInfo& active = *active_config().kernel;
+  return active.pointwise[0].fn ? active : *conv_config().kernel;
+}
+
 bool select_kernel(const char* name) { return registry().choose(name); }
 
 }  // namespace gk

@@ -150,6 +150,10 @@ const KernelConfig& active_config();
 // active, Winograd ran NCHW8 through NCHW copies: whole ResNet-18 39-40 ms against 33-36
 // on AVX2 4x24.
 const KernelConfig& conv_config();
+// The kernel whose pointwise kernels ungrouped NCHW8 convolutions run on: the active one
+// where it has them (AVX-512: its 16-channel pointwise kernels beside the 14x32 GEMM, whose
+// MR keeps the GEMM-based paths on conv_config()'s), else conv_config()'s.
+const KernelInfo& pointwise_kernel();
 // Selects the kernel by name ("" = automatic). false if unknown or unsupported here.
 bool select_kernel(const char* name);
 // Blocking for `kernel` from the detected caches (or its defaults), then GEMMKIT_MC/KC/NC.

@@ -64,6 +64,12 @@ bool in_place_a_serves(const KernelConfig& cfg, const GemmProblem& p, const Matr
   // padding: 10000x2x100 5.7 -> 10.4, 10000x4x100 10.7 -> 19.0, 5000x6x32 11.0 -> 15.4,
   // 10000x8x64 23 -> 26; with 16 or 24 columns and K ~ 100 packing A pays (35 -> 31,
   // 43 -> 38).
+  // AVX-512 (Xeon model 207, 1 thread, 14x32 packed -> in place on the 16-channel
+  // kernels): 512x49x4608 73 -> 102, 128x32x1152 45 -> 72, 1000x16x512 38 -> 54,
+  // 2048x49x1024 79 -> 99, 256x196x2304 115 -> 136; but up to 8 columns its 8-wide
+  // pointwise kernel is AVX2's and the packed path wins (4096x8x4096 34 -> 30, 10000x8x64
+  // 56 -> 37).
+  if (ker.simd == SimdLevel::Avx512 && p.n <= 8) return false;
   const int64_t min_k = p.n <= 8 ? 32 : 128;
   const int64_t staged = round_up(p.m, kRowUnit) * round_up(p.n, 8);
   return p.n <= kInPlaceAMaxColumns && p.k >= std::max<int64_t>(min_k, 2 * p.n) && p.m >= kRowUnit &&

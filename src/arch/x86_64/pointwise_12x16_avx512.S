@@ -1,0 +1,4 @@
+// gk_pointwise_12x16_avx512: see pointwise_avx512.inc.
+#define GK_MR 12
+#define GK_NR 16
+#include "pointwise_avx512.inc"
