@@ -37,8 +37,10 @@
 #include <cstdlib>
 #include <utility>
 
+#include "common/aligned_vector.h"
 #include "common/runtime.h"
 #include "conv/conv.h"
+#include "conv/pointwise.h"
 #include "conv/vec.h"
 #include "conv/winograd_matrices.h"
 #include "gemm/partition.h"
@@ -267,6 +269,7 @@ struct TransformFns {
   void (*split)(const float*, int64_t, int64_t, int64_t, float*);
   void (*in_blocked)(const float* const*, int, int64_t, int, float*, int64_t, int64_t);
   void (*out_blocked)(const float*, int64_t, const float*, Finish, float*, int64_t, int64_t, int64_t);
+  void (*in_pixel_major)(const float* const*, int, int64_t, float*, int64_t);
 };
 template <int M>
 void input_baseline(const float* b, int64_t len, int lanes, float* v, int64_t st) {
@@ -276,6 +279,27 @@ template <int M>
 void output_baseline(const float* mt, int64_t st, int lanes, float bias, Finish f, float* out,
                      int64_t row, int64_t oh_n, int64_t ow_n) {
   output_tile8<M>(mt, st, lanes, bias, f, out, row, oh_n, ow_n);
+}
+// The same for the pointwise kernels (KernelInfo::pointwise): V[xi] as an NCHW8 image of
+// tiles, tile q's 8 channels at v + xi * xi_stride + q * 8, straight from the per-tile
+// vectors (no transpose).
+template <int M>
+GK_INLINE void input_tiles_pixel_major(const float* const* tiles, int count, int64_t row, float* v,
+                                       int64_t xi_stride) {
+  constexpr int A = M + 2;
+  for (int q = 0; q < count; ++q) {
+    v8 d[A][A], t[A][A];
+    for (int k = 0; k < A; ++k)
+      for (int j = 0; j < A; ++j) d[k][j] = load8(tiles[q] + k * row + j * 8);
+    left_multiply<InputMatrix<M>, A>(d, t);
+    for (int i = 0; i < A; ++i)
+      right_multiply_store<InputMatrix<M>, A>(t[i], v + i * A * xi_stride + q * 8, xi_stride, 8);
+  }
+}
+
+template <int M>
+void in_pixel_major_baseline(const float* const* tiles, int count, int64_t row, float* v, int64_t xs) {
+  input_tiles_pixel_major<M>(tiles, count, row, v, xs);
 }
 template <int M>
 void in_blocked_baseline(const float* const* tiles, int count, int64_t row, int channels, float* v, int64_t rs,
@@ -292,6 +316,11 @@ void split_baseline(const float* row, int64_t width, int64_t pad, int64_t len, f
   split_phases<M>(row, width, pad, len, dst);
 }
 #if defined(__x86_64__)
+template <int M>
+__attribute__((target("avx2,fma"))) void in_pixel_major_avx2(const float* const* tiles, int count, int64_t row,
+                                                             float* v, int64_t xs) {
+  input_tiles_pixel_major<M>(tiles, count, row, v, xs);
+}
 template <int M>
 __attribute__((target("avx2,fma"))) void in_blocked_avx2(const float* const* tiles, int count, int64_t row,
                                                          int channels, float* v, int64_t rs, int64_t xs) {
@@ -323,9 +352,11 @@ __attribute__((target("avx2,fma"))) void output_avx2(const float* mt, int64_t st
 template <int M>
 TransformFns<M> transform_fns() {
 #if defined(__x86_64__)
-  if (conv_config().kernel->simd != SimdLevel::Baseline) return {input_avx2<M>, output_avx2<M>, split_avx2<M>, in_blocked_avx2<M>, out_blocked_avx2<M>};
+  if (conv_config().kernel->simd != SimdLevel::Baseline) return {input_avx2<M>, output_avx2<M>, split_avx2<M>, in_blocked_avx2<M>, out_blocked_avx2<M>,
+                                                                 in_pixel_major_avx2<M>};
 #endif
-  return {input_baseline<M>, output_baseline<M>, split_baseline<M>, in_blocked_baseline<M>, out_blocked_baseline<M>};
+  return {input_baseline<M>, output_baseline<M>, split_baseline<M>, in_blocked_baseline<M>, out_blocked_baseline<M>,
+          in_pixel_major_baseline<M>};
 }
 
 // ---- Blocking -----------------------------------------------------------------------
@@ -350,10 +381,28 @@ struct Blocking {
 // Fast-Run's nr_tiles tuning overrides nb.
 constexpr int64_t kPanelsForWeightReuse = 4;
 
+// NCHW8 layers run their GEMMs on the pointwise kernels (pointwise_gemms) in 24-tile
+// units, as if NR were 24, with M's rows in whole 8-channel blocks.
+constexpr int64_t kPointwiseTileUnit = 24;
+
+// Whether an NCHW8 layer's GEMMs run on the pointwise kernels (KernelInfo::pointwise of
+// gk::pointwise_kernel()): tiles as pixels, V an NCHW8 image of tiles, U[xi] rows of
+// output channels, M stored channel-blocked by the kernels themselves. Measured on an
+// Intel Xeon (model 207), F(4x4), 1 thread: with AVX-512 active the 16-channel kernels
+// replace AVX2 4x24 GEMMs.
+bool pointwise_gemms(const Shape& s) {
+  if (s.d.layout != GK_LAYOUT_NCHW8 || !pointwise_kernel().pointwise[0].fn) return false;
+  const int64_t forced = env_int("GEMMKIT_WINOGRAD_POINTWISE", -1);
+  if (forced >= 0) return forced != 0;
+  return pointwise_kernel().simd == SimdLevel::Avx512;
+}
+
+// The tile unit: the GEMM kernel's NR, or kPointwiseTileUnit.
+int64_t tile_unit(const Shape& s) { return pointwise_gemms(s) ? kPointwiseTileUnit : conv_config().kernel->nr; }
+
 template <int M>
-Blocking blocking(const Shape& s, const KernelConfig& cfg, int64_t nr_tiles) {
+Blocking blocking(const Shape& s, int64_t nr, int64_t mr, int64_t nr_tiles) {
   constexpr int64_t A2 = (M + 2) * (M + 2);
-  const int64_t nr = cfg.kernel->nr, mr = cfg.kernel->mr;
   const int64_t l2 = cpu().l2_bytes >= (128 << 10) ? cpu().l2_bytes : (256 << 10);
   const int64_t oc = round_up(s.d.out_channels, mr), ic = s.d.in_channels;
   const int64_t icb = std::min(ic, std::max<int64_t>(16, env_int("GEMMKIT_WINOGRAD_IC_BLOCK", l2 / 4 / (nr * 4))));
@@ -391,7 +440,8 @@ class WinogradConv final : public Prepared {
 
  public:
   WinogradConv(const Shape& s, const float* weights, const float* bias, int64_t nr_tiles)
-      : s_(s), cfg_(conv_config()), mr_(cfg_.kernel->mr), nr_(cfg_.kernel->nr) {
+      : s_(s), cfg_(conv_config()), pointwise_(pointwise_gemms(s)), mr_(pointwise_ ? 8 : cfg_.kernel->mr),
+        nr_(tile_unit(s)) {
     const WinogradConstants<M>& w = kWinograd<M>;
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
     const int64_t oc = s.d.out_channels, ic = s.d.in_channels;
@@ -413,14 +463,18 @@ class WinogradConv final : public Prepared {
             u[size_t(((i * A + j) * oc + o) * ic + c)] = float(v);
           }
       }
-    for (int xi = 0; xi < A * A; ++xi)
-      packed_.emplace_back(new PackedA({u.data() + xi * oc * ic, ic, 1}, oc, ic, mr_));
+    if (pointwise_) {
+      pack_pointwise(u);
+    } else {
+      for (int xi = 0; xi < A * A; ++xi)
+        packed_.emplace_back(new PackedA({u.data() + xi * oc * ic, ic, 1}, oc, ic, mr_));
+    }
     th_ = ceil_div(s.oh, M), tw_ = ceil_div(s.ow, M);
     // Padded rows th*M + 2; each split into M phases of len_ = tw + 1 (+ 8: the lanes past
     // the last tile of a row read zeros) elements.
     hp_ = th_ * M + 2, len_ = tw_ + 1 + 8;
     fns_ = transform_fns<M>();
-    blocking_ = blocking<M>(s, cfg_, nr_tiles);
+    blocking_ = blocking<M>(s, nr_, mr_, nr_tiles);
     // NCHW8: the padded image of tile rows and columns, and the bias per 8-channel block.
     hb_ = th_ * M + 2, wb_ = tw_ * M + 2;
     bias_blocked_.assign(size_t(round_up(oc, 8)), 0.0f);
@@ -437,7 +491,8 @@ class WinogradConv final : public Prepared {
 
   // NCHW8 runs in place: transforms vectorized over the channels of a block, M stored
   // channel-blocked (so the output transform reads one vector per xi), when a kernel
-  // tile's rows lie in one channel block (MR divides 8).
+  // tile's rows lie in one channel block (MR divides 8) or the pointwise kernels run the
+  // GEMMs.
   bool native_layout(gk_layout layout) const override {
     return layout == GK_LAYOUT_NCHW || (layout == GK_LAYOUT_NCHW8 && 8 % mr_ == 0);
   }
@@ -451,8 +506,8 @@ class WinogradConv final : public Prepared {
     float* padded = ws.shared;
     const int threads = ws.cap(threads_for(s_.flops() / 4));
     PhaseTimes* sink = threads == 1 ? g_phase_sink : nullptr;
-    const int64_t blocks = block_count(threads), unit = channel_unit(blocked);
-    const ThreadGrid grid = choose_grid(threads, blocks, ceil_div(oc, unit));
+    const int64_t blocks = block_count(threads);
+    const ThreadGrid grid = choose_grid(threads, blocks, channel_units(blocked));
     for (int64_t n = 0; n < d.batch; ++n) {
       const float* x = input + n * in_image;
       float* y = output + n * out_image;
@@ -466,7 +521,7 @@ class WinogradConv final : public Prepared {
       parallel_region(threads, [&] {
         const int tid = omp_get_thread_num();
         const Range mine = share(blocks, tid / grid.wn, grid.wm, 1, blocks);
-        const Range channels = share(ceil_div(oc, unit), tid % grid.wn, grid.wn, unit, oc);
+        const Range channels = thread_channels(blocked, tid % grid.wn, grid.wn);
         if (mine.begin < mine.end && channels.begin < channels.end) {
           // V, then M (at most all the output channels' m_floats, as need() counts).
           float* v = ws.block(tid);
@@ -492,8 +547,35 @@ class WinogradConv final : public Prepared {
   // How the output transforms finish an output: the activation, after the residual when
   // adding to the output.
   Finish finish() const { return {s_.d.activation, s_.adds_to_output()}; }
-  // Output channels are shared between threads in whole kernel tiles, in NCHW8 whole blocks.
+  // Output channels are shared between threads in whole kernel tiles, in NCHW8 whole blocks,
+  // on the pointwise kernels whole panels.
   int64_t channel_unit(bool blocked) const { return blocked ? 8 : mr_; }
+  int64_t channel_units(bool blocked) const {
+    return pointwise_ ? static_cast<int64_t>(panels_.size()) : ceil_div(s_.d.out_channels, channel_unit(blocked));
+  }
+  Range thread_channels(bool blocked, int part, int parts) const {
+    const int64_t oc = s_.d.out_channels;
+    if (!pointwise_) return share(channel_units(blocked), part, parts, channel_unit(blocked), oc);
+    const int64_t n = static_cast<int64_t>(panels_.size());
+    const Range r = share(n, part, parts, 1, n);
+    if (r.begin >= r.end) return {0, 0};
+    return {panels_[size_t(r.begin)].j, r.end < n ? panels_[size_t(r.end)].j : oc};
+  }
+
+  // U[xi] for the pointwise kernels: per panel (pointwise_panels), IC rows of its NR output
+  // channels (zero past the last), panels side by side: panel j at xi * IC * OC8 + j * IC.
+  void pack_pointwise(const std::vector<float>& u) {
+    const int64_t oc = s_.d.out_channels, ic = s_.d.in_channels, ocp = round_up(oc, 8);
+    panels_ = pointwise_panels(pointwise_kernel(), oc);
+    u_pointwise_.assign(size_t(A * A * ic * ocp), 0.0f);
+    for (int xi = 0; xi < A * A; ++xi)
+      for (const PointwisePanel& q : panels_) {
+        float* w = u_pointwise_.data() + xi * ic * ocp + q.j * ic;
+        for (int64_t c = 0; c < ic; ++c)
+          for (int64_t j = 0; j < q.kernel->nr && q.j + j < oc; ++j)
+            w[c * q.kernel->nr + j] = u[size_t(((xi * oc) + q.j + j) * ic + c)];
+      }
+  }
 
   // Blocks of at most nb tiles; with several threads, a multiple of the thread count when
   // that costs at most one extra weight stream per thread, so no thread idles.
@@ -528,13 +610,17 @@ class WinogradConv final : public Prepared {
     PhaseClock clock(sink);
     // NCHW8: channel blocks in whole 8-channel blocks.
     for_each_balanced_block(s_.d.in_channels, blocking_.channels, blocked ? 8 : 1, [&](int64_t ic0, int64_t icn) {
-      if (blocked) {
+      if (pointwise_) {
+        transform_input_pixel_major(padded, tiles.begin, count, width, ic0, icn, v);
+      } else if (blocked) {
         transform_input_blocked(padded, tiles.begin, count, width, ic0, icn, v);
       } else {
         transform_input(padded, tiles.begin, count, width, ic0, icn, v);
       }
       clock.lap(&PhaseTimes::input_s);
-      if (blocked) {
+      if (pointwise_) {
+        multiply_pointwise(v, count, width, ic0, icn, channels, m);
+      } else if (blocked) {
         multiply_blocked(v, count, width, ic0, icn, channels, m);
       } else {
         multiply(v, count, width, ic0, icn, channels, m);
@@ -598,6 +684,59 @@ class WinogradConv final : public Prepared {
                                 u.panel(channels.begin + r, mr_, ic0, icn, int(mr_), nullptr),
                                 v + xi * icn * width + p * icn * nr_, nr_, beta, m + xi * xi_m, width * 8, nullptr,
                                 r, p * nr_);
+      }
+      if (ocs % 8) zero_padding_lanes(m + xi * xi_m + (ocs / 8) * width * 8, count, ocs % 8);
+    }
+  }
+
+  // NCHW8 on the pointwise kernels: V[xi] at v + xi * IC8 * width (IC8: icn rounded up to
+  // 8), an NCHW8 image of `width` tiles (channel block b at + b * width * 8); the tiles
+  // past `count` zeroed.
+  void transform_input_pixel_major(const float* padded, int64_t t0, int64_t count, int64_t width, int64_t ic0,
+                                   int64_t icn, float* v) const {
+    const int64_t xi_stride = round_up(icn, 8) * width, row = wb_ * 8;
+    for (int64_t c = 0; c < icn; c += 8) {
+      const float* plane = padded + (ic0 + c) / 8 * hb_ * row;
+      float* vb = v + c * width;
+      for (int64_t pos = 0; pos < count; pos += 8) {
+        const int count8 = int(std::min<int64_t>(8, count - pos));
+        const float* tiles[8];
+        for (int q = 0; q < count8; ++q) {
+          const int64_t ty = (t0 + pos + q) / tw_, tx = (t0 + pos + q) % tw_;
+          tiles[q] = plane + ty * M * row + tx * M * 8;
+        }
+        fns_.in_pixel_major(tiles, count8, row, vb + pos * 8, xi_stride);
+      }
+      if (count < width)
+        for (int xi = 0; xi < A * A; ++xi) zero_run(vb + xi * xi_stride + count * 8, (width - count) * 8);
+    }
+  }
+
+  // M[xi] (+)= U[xi] V[xi] on the pointwise kernels, M stored as multiply_blocked stores it.
+  void multiply_pointwise(const float* v, int64_t count, int64_t width, int64_t ic0, int64_t icn, Range channels,
+                          float* m) const {
+    const int64_t ocs = channels.end - channels.begin, xi_m = m_rows(ocs) * width;
+    const int64_t ic = s_.d.in_channels, ocp = round_up(s_.d.out_channels, 8), xi_v = round_up(icn, 8) * width;
+    gk_pointwise_args args;
+    args.full_blocks = icn / 8, args.tail_channels = icn % 8;
+    args.x_block_stride = width * 8, args.x_pixel_stride = 8, args.y_block_stride = width * 8;
+    args.bias = nullptr, args.activation = 0, args.accumulate = ic0 > 0;
+    for (int xi = 0; xi < A * A; ++xi) {
+      args.x = v + xi * xi_v;
+      for (const PointwisePanel& q : panels_) {
+        if (q.j < channels.begin || q.j >= channels.end) continue;
+        args.w = u_pointwise_.data() + xi * ic * ocp + q.j * ic + ic0 * q.kernel->nr;
+        args.y = m + xi * xi_m + (q.j - channels.begin) * width;
+        // Whole tiles, then the tiles past the last whole one in one-pixel calls or one more
+        // tile (V is zero up to `width`).
+        const int64_t whole = count / q.kernel->mr, rest = count % q.kernel->mr;
+        const bool one_pixel = rest && one_pixel_calls_pay(*q.kernel, rest, icn / 8 * 8, icn % 8);
+        args.tiles = whole + (rest && !one_pixel);
+        if (args.tiles) q.kernel->fn(&args);
+        if (!one_pixel) continue;
+        gk_pointwise_args tail = args;
+        tail.x += whole * q.kernel->mr * 8, tail.y += whole * q.kernel->mr * 8, tail.tiles = rest;
+        q.kernel->one_pixel(&tail);
       }
       if (ocs % 8) zero_padding_lanes(m + xi * xi_m + (ocs / 8) * width * 8, count, ocs % 8);
     }
@@ -735,7 +874,10 @@ class WinogradConv final : public Prepared {
 
   Shape s_;
   KernelConfig cfg_;
+  bool pointwise_;  // NCHW8 GEMMs on the pointwise kernels (pointwise_gemms)
   int64_t mr_, nr_;
+  std::vector<PointwisePanel> panels_;  // pointwise_: the output channels' panels
+  aligned_vector<float> u_pointwise_;   // pointwise_: U[xi] per panel (pack_pointwise)
   std::vector<float> bias_, bias_blocked_;
   std::vector<std::unique_ptr<PackedA>> packed_;
   TransformFns<M> fns_;
@@ -764,8 +906,7 @@ class Winograd final : public Algorithm {
   const char* tuning_name() const override { return "nr_tiles"; }
   // Half and twice the default block, when there are that many tiles.
   std::vector<int64_t> tunings(const Shape& s) const override {
-    const KernelConfig& cfg = conv_config();
-    const int64_t nr = cfg.kernel->nr, nb = blocking<M>(s, cfg, 0).tiles;
+    const int64_t nr = tile_unit(s), nb = blocking<M>(s, nr, pointwise_gemms(s) ? 8 : conv_config().kernel->mr, 0).tiles;
     const int64_t all = round_up(ceil_div(s.oh, M) * ceil_div(s.ow, M), nr);
     std::vector<int64_t> t;
     if (nb / 2 >= nr) t.push_back(round_up(nb / 2, nr));

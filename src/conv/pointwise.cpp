@@ -277,16 +277,18 @@ void copy_tile_pixels(float* dst, int64_t dst_block_stride, const float* src, in
     std::memcpy(dst + j * dst_block_stride, src + j * src_block_stride, static_cast<size_t>(pixels * 8) * 4);
 }
 
-// Whether the `pixels` (< MR) past a panel's last whole tile run faster as one-pixel calls
-// than as a whole staged tile, for K rows of `blocked` channels in 8-channel blocks and
-// `tail` others. Cycles per channel: a whole tile MR x NR / 16 (two FMAs a cycle); a pixel
-// max(1, NR / 16, (1 + NR / 8) / 3) in blocks (its 4 accumulator sets against FMA latency
-// 4, its FMAs, its loads at 3 a cycle), 4 in a tail (one set). 49 pixels (7x7) took 13
-// 4-pixel tiles: one-pixel calls ran those layers 6% faster; a stem's 27 tail channels
-// (3 per tap) do not pay.
+// Cycles per channel: a whole tile MR x NR / 16 (two FMAs a cycle); a pixel max(1, NR / 16,
+// (1 + NR / 8) / 3) in blocks (its 4 accumulator sets against FMA latency 4, its FMAs, its
+// loads at 3 a cycle), 4 in a tail (one set). 49 pixels (7x7) took 13 4-pixel tiles:
+// one-pixel calls ran those layers 6% faster; a stem's 27 tail channels (3 per tap) do not
+// pay.
+bool one_pixel_calls_pay(const KernelInfo::Pointwise& k, int64_t pixels, int64_t blocked, int64_t tail) {
+  const double tile = k.mr * k.nr / 16.0, pixel = std::max({1.0, k.nr / 16.0, (1 + k.nr / 8) / 3.0});
+  return k.one_pixel && pixels * (blocked * pixel + tail * 4.0) < (blocked + tail) * tile;
+}
+
 bool PointwiseNchw8::Panel::one_pixel_calls_pay(int64_t pixels, int64_t blocked, int64_t tail) const {
-  const double tile = mr * nr / 16.0, pixel = std::max({1.0, nr / 16.0, (1 + nr / 8) / 3.0});
-  return one_pixel && pixels * (blocked * pixel + tail * 4.0) < (blocked + tail) * tile;
+  return conv::one_pixel_calls_pay({mr, nr, fn, one_pixel}, pixels, blocked, tail);
 }
 
 // Pixels [p0, p1) of one panel and K block, the input at `a` (pixel p0) with the chunk's

@@ -24,6 +24,11 @@
 namespace gk {
 namespace conv {
 
+// Whether the `pixels` (< MR) past the last whole tile of kernel `k` run faster as
+// one-pixel calls than as one more whole tile, for K rows of `blocked` channels in 8-channel
+// blocks and `tail` others.
+bool one_pixel_calls_pay(const KernelInfo::Pointwise& k, int64_t pixels, int64_t blocked, int64_t tail);
+
 class PointwiseNchw8 {
  public:
   // Whether `kernel` has pointwise kernels and they serve `s` (ungrouped). Else gemm_1x1
