@@ -286,8 +286,9 @@ bool prefers_small_path(int64_t m, int64_t n, int64_t k);
 constexpr int64_t kTinyNarrowColumns = 24;
 bool tiny_serves(const KernelConfig& cfg, int64_t m, int64_t n, int64_t k);
 bool tiny_serves_narrow(const KernelConfig& cfg, int64_t n, int64_t k);
+// `simd`: the active kernel's level; AVX-512 runs 16-float vectors.
 bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
-               float beta, float* c, int64_t rs_c, int threads);
+               float beta, float* c, int64_t rs_c, int threads, SimdLevel simd);
 
 // Matrix times a few vectors: Y(i, r) = alpha * sum_j M(i, j) X(j, r) + beta * Y(i, r) for
 // i < rows, j < cols, r < vectors, where X is a cols x vectors view and Y(i, r) is

@@ -29,7 +29,7 @@ bool run_path(const PathChoice& choice, const GemmProblem& p, const MatrixView& 
       return gemv(p.n, p.k, p.m, p.alpha, b.transposed(), a.transposed(), p.beta, p.c, 1, p.rs_c, choice.threads);
     case GemmPath::Tiny:
     case GemmPath::TinyNarrow:
-      return gemm_tiny(p.m, p.n, p.k, p.alpha, a, b, p.beta, p.c, p.rs_c, choice.threads);
+      return gemm_tiny(p.m, p.n, p.k, p.alpha, a, b, p.beta, p.c, p.rs_c, choice.threads, cfg.kernel->simd);
     case GemmPath::Small:
       return gemm_small(p, a, b, cfg);
     case GemmPath::InPlaceA:
