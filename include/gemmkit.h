@@ -182,13 +182,20 @@ gk_status gk_add(const gk_tensor_desc *t, const float *a, const float *b, float 
 gk_status gk_concat_channels(int count, const gk_tensor_desc *parts, const float *const *xs,
                              const gk_tensor_desc *out, float *y);
 /* The inverse: ys[i] gets `channels[i]` consecutive channels of x, in x's layout; the counts
- * must sum to in->c. */
+ * must sum to in->c. A null ys[i] skips that part. */
 gk_status gk_split_channels(const gk_tensor_desc *in, const float *x, int count, const int64_t *channels,
                             float *const *ys);
 /* ShuffleNet's channel shuffle: channel g * (c / groups) + i of x becomes channel
  * i * groups + g of y (x viewed as groups x c/groups, transposed). c % groups == 0; y must
  * not overlap x. */
 gk_status gk_channel_shuffle(const gk_tensor_desc *t, int64_t groups, const float *x, float *y);
+/* A concat and a shuffle in one pass (ShuffleNetV2's unit end): y = the channel shuffle
+ * (groups) of the concat of `groups` parts of out->c / groups channels each, part g being
+ * the first out->c / groups channels of xs[g] (described by parts[g]: same n, h, w and
+ * layout as out, at least that many channels), so a unit's pass-through half is read
+ * straight from the unit's input. y must not overlap any xs[g]. */
+gk_status gk_concat_shuffle_channels(int64_t groups, const gk_tensor_desc *parts, const float *const *xs,
+                                     const gk_tensor_desc *out, float *y);
 
 /* Fully connected: y[b][o] = act(bias[o] + sum_i x[b][i] * weights[o][i]) (PyTorch's
  * Linear: weights out_features x in_features, row-major), on the SGEMM core. bias may be

@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
 
   if (args.time) {
     std::vector<double> total, conv, other;
-    std::vector<std::vector<double>> by_kind(int(gknet::OpKind::FullyConnected) + 1);
+    std::vector<std::vector<double>> by_kind(gknet::kOpKinds);
     for (int r = 0; r < args.rounds + 1; ++r) {  // one more warm-up after the first run
       gknet::RunProfile p;
       const auto t0 = std::chrono::steady_clock::now();

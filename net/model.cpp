@@ -366,6 +366,7 @@ const char* op_name(OpKind kind) {
     case OpKind::Shuffle: return "shuffle";
     case OpKind::Flatten: return "flatten";
     case OpKind::FullyConnected: return "fc";
+    case OpKind::ConcatShuffle: return "concat_shuffle";
   }
   return "?";
 }

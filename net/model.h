@@ -34,7 +34,9 @@
 
 namespace gknet {
 
-enum class OpKind { Conv, MaxPool, AvgPool, GlobalAvgPool, Add, Concat, Split, Shuffle, Flatten, FullyConnected };
+// ConcatShuffle is never read from a file: the runner fuses a concat and a shuffle into it.
+enum class OpKind { Conv, MaxPool, AvgPool, GlobalAvgPool, Add, Concat, Split, Shuffle, Flatten, FullyConnected, ConcatShuffle };
+constexpr int kOpKinds = int(OpKind::ConcatShuffle) + 1;
 
 // A tensor's per-image shape; `flat` tensors are feature vectors (c features, h = w = 1).
 struct TensorShape {
@@ -50,7 +52,7 @@ struct Op {
   int residual = -1;     // Conv: the tensor added before the activation (add=T)
   gk_pool_desc pool{};   // MaxPool, AvgPool
   gk_activation act = GK_ACT_NONE;
-  int64_t groups = 1;                 // Shuffle
+  int64_t groups = 1;                 // Shuffle, ConcatShuffle
   std::vector<int64_t> channels;      // Split
   int64_t features = 0;               // FullyConnected: out features
   std::vector<float> weights, bias;   // Conv, FullyConnected (bias empty when none)

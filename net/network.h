@@ -27,7 +27,7 @@ struct BuildOptions {
 // Seconds spent per kind of operation in one run (when asked for).
 struct RunProfile {
   double conv_s = 0, other_s = 0;
-  double by_kind_s[int(OpKind::FullyConnected) + 1] = {};
+  double by_kind_s[kOpKinds] = {};
 };
 
 class Network {

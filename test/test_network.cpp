@@ -99,6 +99,33 @@ std::string pooled_classifier_model(uint32_t seed) {
   return w.text();
 }
 
+// ShuffleNetV2's two units: a stride-1 one (split, the second half through a 1x1 and a
+// depthwise conv, concat with the first half, shuffle: the runner fuses the concat and
+// shuffle and reads the first half from the split's input) and a stride-2 one (two conv
+// branches, concat, shuffle: fused), with halves of 7 channels (inside an 8-channel block).
+std::string shuffle_units_model(uint32_t seed) {
+  ModelWriter w(seed);
+  w.line("gknet 1");
+  w.line("name shuffle_units");
+  w.line("input 3 9 10");
+  w.weighted("conv in=0 out=1 oc=14 kh=3 kw=3 sh=1 sw=1 pt=1 pl=1 pb=1 pr=1 act=relu bias=1", 14, 27);
+  w.line("split in=1 out=2,3 channels=7,7");
+  w.weighted("conv in=3 out=4 oc=7 kh=1 kw=1 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu bias=1", 7, 7);
+  w.weighted("conv in=4 out=5 oc=7 kh=3 kw=3 sh=1 sw=1 pt=1 pl=1 pb=1 pr=1 groups=7 act=none bias=1", 7, 9);
+  w.line("concat in=2,5 out=6");
+  w.line("shuffle in=6 out=7 groups=2");
+  w.weighted("conv in=7 out=8 oc=7 kh=3 kw=3 sh=2 sw=2 pt=1 pl=1 pb=1 pr=1 groups=7 act=none bias=1", 7, 18);
+  w.weighted("conv in=7 out=9 oc=7 kh=1 kw=1 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu bias=1", 7, 14);
+  w.weighted("conv in=9 out=10 oc=7 kh=3 kw=3 sh=2 sw=2 pt=1 pl=1 pb=1 pr=1 groups=7 act=none bias=1", 7, 9);
+  w.line("concat in=8,10 out=11");
+  w.line("shuffle in=11 out=12 groups=2");
+  w.line("gap in=12 out=13");
+  w.weighted("fc in=13 out=14 features=5 act=none bias=1", 5, 14);
+  w.line("output 14");
+  w.line("end");
+  return w.text();
+}
+
 std::string write_temp(const std::string& name, const std::string& bytes) {
   const std::string path = testing::TempDir() + name;
   std::ofstream(path, std::ios::binary) << bytes;
@@ -179,6 +206,7 @@ std::vector<double> reference_logits(const Model& m, const std::vector<float>& i
       case OpKind::Conv:
         y = ref_conv(x, op, op.residual >= 0 ? &t[size_t(op.residual)] : nullptr, ys.h, ys.w);
         break;
+      case OpKind::ConcatShuffle: ADD_FAILURE() << "model files hold no fused ops"; break;
       case OpKind::MaxPool:
       case OpKind::AvgPool: y = ref_pool(x, op.pool, ys.h, ys.w); break;
       case OpKind::GlobalAvgPool:
@@ -296,6 +324,25 @@ TEST(Network, EveryOperationMatchesTheDoubleReferenceInEveryLayout) {
 
 TEST(Network, PooledClassifierMatchesTheDoubleReferenceInEveryLayout) {
   expect_network_matches(pooled_classifier_model(12), "pooled.gk");
+}
+
+// The concat + shuffle pairs run fused (no concat, shuffle or whole split left), and the
+// logits match the reference computed op by op from the file.
+TEST(Network, ShuffleUnitsRunFusedAndMatchTheDoubleReference) {
+  const std::string bytes = shuffle_units_model(13);
+  expect_network_matches(bytes, "shuffle_units.gk");
+  Model model;
+  std::string error;
+  ASSERT_TRUE(gknet::load_model(write_temp("shuffle_units_profile.gk", bytes), &model, &error)) << error;
+  gknet::Network net;
+  ASSERT_TRUE(net.build(model, 1, gknet::BuildOptions{}, &error)) << error;
+  const std::vector<float> x = gktest::random_vector(3 * 9 * 10, 5, 0.0f, 1.0f);
+  std::vector<float> logits(5);
+  gknet::RunProfile profile;
+  ASSERT_TRUE(net.run(x.data(), logits.data(), &error, &profile)) << error;
+  EXPECT_GT(profile.by_kind_s[int(gknet::OpKind::ConcatShuffle)], 0.0);
+  EXPECT_EQ(profile.by_kind_s[int(gknet::OpKind::Concat)], 0.0);
+  EXPECT_EQ(profile.by_kind_s[int(gknet::OpKind::Shuffle)], 0.0);
 }
 
 // ---------------------------------------------------------------- malformed models

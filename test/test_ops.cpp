@@ -495,6 +495,22 @@ void check_concat_split(int64_t n, int64_t h, int64_t w, const std::vector<int64
     for (size_t i = 0; i < channels.size(); ++i)
       EXPECT_TRUE(matches(to_nchw(ys[i], descs[i]), as_double(parts[i]), [](size_t) { return 0.0; }))
           << "split part " << i;
+    // Every other part skipped (a null output): the others written alike, the skipped left alone.
+    for (size_t i = 0; i < channels.size(); ++i) {
+      std::fill(ys[i].begin(), ys[i].end(), kNaN);
+      yp[i] = i % 2 ? nullptr : ys[i].data();
+    }
+    ASSERT_EQ(gk_split_channels(&out, xl.data(), int(channels.size()), channels.data(), yp.data()), GK_OK)
+        << gk_last_error();
+    for (size_t i = 0; i < channels.size(); ++i) {
+      if (i % 2 == 0) {
+        EXPECT_TRUE(matches(to_nchw(ys[i], descs[i]), as_double(parts[i]), [](size_t) { return 0.0; }))
+            << "split part " << i << " beside skipped ones";
+      } else {
+        EXPECT_TRUE(std::all_of(ys[i].begin(), ys[i].end(), [](float v) { return std::isnan(v); }))
+            << "skipped split part " << i << " was written";
+      }
+    }
   }
 }
 
@@ -593,6 +609,61 @@ TEST(Ops, ChannelShuffleEveryGroupingEveryKernel) {
     const int64_t shapes[][2] = {{116, 2}, {232, 2}, {464, 2}, {96, 3}, {240, 4}, {120, 10}, {160, 20}};
     for (const auto& k : shapes) check_shuffle(1, k[0], 3, 2, k[1]);
   });
+}
+
+// gk_concat_shuffle_channels: parts g of per_group + extra[g] channels (the channels past
+// per_group not read), in every layout, against the shuffle of the concat of the parts'
+// first per_group channels.
+void check_concat_shuffle(int64_t n, int64_t per_group, int64_t h, int64_t w, const std::vector<int64_t>& extra) {
+  const int64_t groups = int64_t(extra.size()), c = per_group * groups, hw = h * w;
+  std::vector<std::vector<float>> parts;
+  for (int64_t g = 0; g < groups; ++g)
+    parts.push_back(random_vector(size_t(n * (per_group + extra[size_t(g)]) * hw), uint32_t(100 + g)));
+  std::vector<double> want(size_t(n * c * hw));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < c; ++k) {
+      const int64_t g = k % groups, q = k / groups, pc = per_group + extra[size_t(g)];
+      for (int64_t p = 0; p < hw; ++p)
+        want[size_t((b * c + k) * hw + p)] = parts[size_t(g)][size_t((b * pc + q) * hw + p)];
+    }
+  for (gk_layout l : kLayouts) {
+    const gk_tensor_desc out = desc(n, c, h, w, l);
+    SCOPED_TRACE(describe(out) + " groups " + std::to_string(groups) + " per group " + std::to_string(per_group));
+    std::vector<gk_tensor_desc> descs;
+    std::vector<std::vector<float>> in_layout;
+    std::vector<const float*> xs;
+    for (int64_t g = 0; g < groups; ++g) {
+      descs.push_back(desc(n, per_group + extra[size_t(g)], h, w, l));
+      in_layout.push_back(to_layout(parts[size_t(g)], descs.back()));
+    }
+    for (auto& v : in_layout) xs.push_back(v.data());
+    std::vector<float> y(floats(out), kNaN);
+    ASSERT_EQ(gk_concat_shuffle_channels(groups, descs.data(), xs.data(), &out, y.data()), GK_OK) << gk_last_error();
+    EXPECT_TRUE(matches(to_nchw(y, out), want, [](size_t) { return 0.0; }));
+  }
+}
+
+// ShuffleNetV2's unit ends (two groups of 58, 116 and 232 channels, the first part read
+// from a unit input of twice as many channels), groups of every count up to 5 with parts
+// that end inside a block or on its edge, under every kernel this CPU supports; then
+// planes large enough for 2 threads.
+TEST(Ops, ConcatShuffleEveryGroupingEveryKernel) {
+  gktest::for_each_kernel([&](const gk::KernelInfo&) {
+    for (int64_t per_group : {58, 116, 232}) {
+      check_concat_shuffle(1, per_group, 3, 4, {per_group, 0});
+      check_concat_shuffle(2, per_group, 2, 3, {0, 0});
+    }
+    for (int64_t groups = 1; groups <= 5; ++groups)
+      for (int64_t per_group = 1; per_group <= (quick() ? 9 : 17); ++per_group) {
+        std::vector<int64_t> extra;
+        for (int64_t g = 0; g < groups; ++g) extra.push_back((per_group + g) % 3);
+        check_concat_shuffle(2, per_group, 2, 3, extra);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+  });
+  Threads th(2);
+  expect_two_threads(8.0 * double(2 * 116 * 40 * 43));
+  check_concat_shuffle(2, 58, 40, 43, {58, 0});
 }
 
 // Planes of more pixels than one work item's piece in every NCHWx layout, 2 images: the
@@ -948,7 +1019,7 @@ TEST(Ops, ConcatSplitShuffleRejectInvalidArguments) {
   split(&out, x.data(), 2, long_sum, ys, "sum 10");
   split(&out, x.data(), 2, negative, ys, "negative channels");
   float* ys_null[] = {y0.data(), nullptr};
-  split(&out, x.data(), 2, channels, ys_null, "NULL ys[1]");
+  split(&out, x.data(), 2, long_sum, ys_null, "NULL ys[1], sum 10");  // a skipped part is still checked
   float* ys_same[] = {y1.data(), y1.data()};
   split(&out, x.data(), 2, channels, ys_same, "ys[0] overlaps ys[1]");
   std::vector<float> xy(n + floats(p0), 1.0f);
@@ -966,6 +1037,38 @@ TEST(Ops, ConcatSplitShuffleRejectInvalidArguments) {
   std::vector<float> inplace(floats(t), gktest::kSentinel);
   EXPECT_EQ(gk_channel_shuffle(&t, 2, inplace.data(), inplace.data()), GK_ERR_INVALID_ARGUMENT);
   for (float v : inplace) EXPECT_EQ(v, gktest::kSentinel);
+}
+
+TEST(Ops, ConcatShuffleRejectsInvalidArguments) {
+  const gk_tensor_desc p0 = desc(1, 10, 2, 2, GK_LAYOUT_NCHW8), p1 = desc(1, 5, 2, 2, GK_LAYOUT_NCHW8);
+  const gk_tensor_desc out = desc(1, 10, 2, 2, GK_LAYOUT_NCHW8);
+  const std::vector<float> x0(floats(p0), 1.0f), x1(floats(p1), 2.0f);
+  const gk_tensor_desc parts[] = {p0, p1};
+  const float* xs[] = {x0.data(), x1.data()};
+  const size_t n = floats(out);
+  auto run = [&](int64_t groups, const gk_tensor_desc* pp, const float* const* xp, const gk_tensor_desc* o) {
+    return [=](float* y) { return gk_concat_shuffle_channels(groups, pp, xp, o, y); };
+  };
+  expect_refused("groups 0", n, run(0, parts, xs, &out), GK_ERR_INVALID_ARGUMENT, "groups");
+  expect_refused("groups 3 of 10", n, run(3, parts, xs, &out), GK_ERR_INVALID_ARGUMENT, "groups");
+  expect_refused("groups 20 of 10", n, run(20, parts, xs, &out), GK_ERR_INVALID_ARGUMENT, "groups");
+  expect_refused("NULL parts", n, run(2, nullptr, xs, &out));
+  expect_refused("NULL xs", n, run(2, parts, nullptr, &out));
+  expect_refused("NULL out", n, run(2, parts, xs, nullptr));
+  const float* xs_null[] = {x0.data(), nullptr};
+  expect_refused("NULL xs[1]", n, run(2, parts, xs_null, &out), GK_ERR_INVALID_ARGUMENT, "xs[1]");
+  const gk_tensor_desc few[] = {p0, desc(1, 4, 2, 2, GK_LAYOUT_NCHW8)};
+  expect_refused("part with fewer than c / groups channels", n, run(2, few, xs, &out), GK_ERR_INVALID_ARGUMENT,
+                 "parts[1]");
+  const gk_tensor_desc wrong_w[] = {p0, desc(1, 5, 2, 3, GK_LAYOUT_NCHW8)};
+  expect_refused("part w differs", n, run(2, wrong_w, xs, &out), GK_ERR_INVALID_ARGUMENT, "parts[1]");
+  const gk_tensor_desc wrong_layout[] = {desc(1, 10, 2, 2, GK_LAYOUT_NHWC), p1};
+  expect_refused("part layout differs", n, run(2, wrong_layout, xs, &out), GK_ERR_INVALID_ARGUMENT, "parts[0]");
+  std::vector<float> shared(n + floats(p1), 1.0f);
+  const float* xs_overlap[] = {x0.data(), shared.data() + n - 4};
+  expect_refused("y overlaps a part", 1, [&](float*) {
+    return gk_concat_shuffle_channels(2, parts, xs_overlap, &out, shared.data());
+  });
 }
 
 TEST(Ops, FullyConnectedAndFoldRejectInvalidArguments) {

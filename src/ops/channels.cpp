@@ -558,11 +558,12 @@ bool check_split(const char* fn, const gk_tensor_desc* in, const float* x, int c
       return false;
     }
     sum += channels[i];
-    if (!check_pointer(fn, Name("ys", i).s, ys[i])) return false;
+    if (!ys[i]) continue;  // a part not wanted
     const gk_tensor_desc part = {in->n, channels[i], in->h, in->w, in->layout};
     const int64_t floats = blocked(part).floats();
     if (!check_disjoint(fn, Name("ys", i).s, ys[i], floats, "x", x, x_floats)) return false;
     for (int j = 0; j < i; ++j) {  // outputs must not share memory either
+      if (!ys[j]) continue;
       const gk_tensor_desc other = {in->n, channels[j], in->h, in->w, in->layout};
       if (overlaps(ys[i], floats, ys[j], blocked(other).floats())) {
         set_last_error("%s: ys[%d] overlaps ys[%d]", fn, i, j);
@@ -579,45 +580,102 @@ bool check_split(const char* fn, const gk_tensor_desc* in, const float* x, int c
 
 // ---------------------------------------------------------------- shuffle
 
-// Output channel k of a shuffle with `groups` groups of `per_group` channels reads this
-// input channel.
-GK_INLINE int64_t shuffle_source(int64_t k, int64_t groups, int64_t per_group) {
-  return k % groups * per_group + k / groups;
-}
+// A shuffle's source: group g's channel q is channel q of part g (a fused concat: the
+// first c / groups channels of each part), or channel g * c / groups + q of one tensor.
+struct ShuffleSource {
+  int64_t per_group;
+  const gk_tensor_desc* parts;  // nullptr: one tensor, `whole` at x
+  const float* const* xs;
+  const Blocked* whole;
+  const float* x;
+  // Group g of image img's tensor and the channel its channel 0 is there.
+  struct Group {
+    Blocked t;
+    const float* x;
+    int64_t c0;
+  };
+  GK_INLINE Group group(int64_t g) const {
+    if (!parts) return {*whole, x, g * per_group};
+    return {blocked(parts[g]), xs[g], 0};
+  }
+};
 
 // Inside a parallel region: a shuffle in NCHW, whole planes.
-void shuffle_planes(const Blocked& t, int64_t groups, const float* x, float* y) {
-  const int64_t planes = t.n * t.c, plane = t.h * t.w, per_group = t.c / groups;
+void shuffle_planes(const Blocked& out, int64_t groups, const ShuffleSource& src, float* y) {
+  const int64_t planes = out.n * out.c, plane = out.h * out.w;
 #pragma omp for schedule(static)
   for (int64_t k = 0; k < planes; ++k) {
-    const int64_t img = k / t.c, src = shuffle_source(k % t.c, groups, per_group);
-    conv::copy_run(y + k * plane, x + (img * t.c + src) * plane, plane);
+    const int64_t img = k / out.c, g = k % out.c % groups, q = k % out.c / groups;
+    const ShuffleSource::Group from = src.group(g);
+    conv::copy_run(y + k * plane, from.x + (img * from.t.c + from.c0 + q) * plane, plane);
   }
 }
 
 // Inside a parallel region: a shuffle in NHWC, each pixel's groups x per_group transposed.
-void shuffle_pixels(const Blocked& t, int64_t groups, const float* x, float* y) {
-  const int64_t pixels = t.n * t.h * t.w, per_group = t.c / groups;
+void shuffle_pixels(const Blocked& out, int64_t groups, const ShuffleSource& src, float* y) {
+  const int64_t pixels = out.n * out.h * out.w, per_group = src.per_group;
 #pragma omp for schedule(static)
   for (int64_t p = 0; p < pixels; ++p)
-    for (int64_t q = 0; q < per_group; ++q)
-      for (int64_t g = 0; g < groups; ++g) y[p * t.c + q * groups + g] = x[p * t.c + g * per_group + q];
+    for (int64_t g = 0; g < groups; ++g) {
+      const ShuffleSource::Group from = src.group(g);
+      const float* x = from.x + p * from.t.c + from.c0;
+      for (int64_t q = 0; q < per_group; ++q) y[p * out.c + q * groups + g] = x[q];
+    }
 }
 
 // Inside a parallel region: a shuffle in NCHWx, by lane maps. Output block b + groups
-// reads the channels block b reads plus x: its sources one block further on.
-void shuffle_lane_mapped(const Blocked& t, int64_t groups, const float* x, float* y) {
-  const int64_t per_group = t.c / groups;
-  const auto lanes = [&](int64_t img, int64_t b, LaneSource* out) {
-    // Output channel k = g + q * groups reads channel g * per_group + q: g and q stepped
-    // along the lanes rather than divided out per lane.
-    int64_t k = b * t.lanes, g = k % groups, q = k / groups;
-    for (int64_t l = 0; l < t.lanes; ++l, ++k) {
-      out[l] = k < t.c ? channel_source(t, x, img, g * per_group + q) : LaneSource{nullptr, 0};
+// reads the channels block b reads plus x: its sources one block further on (every group's
+// tensor has blocks of out's size).
+void shuffle_lane_mapped(const Blocked& out, int64_t groups, const ShuffleSource& src, float* y) {
+  const auto lanes = [&](int64_t img, int64_t b, LaneSource* lane) {
+    // Output channel k = g + q * groups reads channel q of group g: g and q stepped along
+    // the lanes rather than divided out per lane.
+    int64_t k = b * out.lanes, g = k % groups, q = k / groups;
+    for (int64_t l = 0; l < out.lanes; ++l, ++k) {
+      if (k < out.c) {
+        const ShuffleSource::Group from = src.group(g);
+        lane[l] = channel_source(from.t, from.x, img, from.c0 + q);
+      } else {
+        lane[l] = LaneSource{nullptr, 0};
+      }
       if (++g == groups) g = 0, ++q;
     }
   };
-  gather_blocks(t, y, block_sources(0, t.blocks, groups, t.c / t.lanes, t.block_floats(), lanes));
+  gather_blocks(out, y, block_sources(0, out.blocks, groups, out.c / out.lanes, out.block_floats(), lanes));
+}
+
+// Inside a parallel region: the shuffle of `src` into out (at y), in out's layout.
+void shuffle(const Blocked& out, int64_t groups, const ShuffleSource& src, float* y, gk_layout layout) {
+  if (lane_mapped(layout)) return shuffle_lane_mapped(out, groups, src, y);
+  if (layout == GK_LAYOUT_NCHW) return shuffle_planes(out, groups, src, y);  // (NHWC of 1 channel has 1 lane too)
+  shuffle_pixels(out, groups, src, y);
+}
+
+bool check_concat_shuffle(const char* fn, int64_t groups, const gk_tensor_desc* parts, const float* const* xs,
+                          const gk_tensor_desc* out, const float* y) {
+  if (!check_tensor(fn, "out", out) || !check_pointer(fn, "parts", parts) || !check_pointer(fn, "xs", xs) ||
+      !check_pointer(fn, "y", y))
+    return false;
+  if (groups < 1 || groups > out->c || out->c % groups != 0) {
+    set_last_error("%s: groups %" PRId64 " must be >= 1 and divide out->c = %" PRId64, fn, groups, out->c);
+    return false;
+  }
+  const int64_t y_floats = blocked(*out).floats(), per_group = out->c / groups;
+  for (int64_t g = 0; g < groups; ++g) {
+    const gk_tensor_desc& p = parts[g];
+    const Name name("parts", int(g));
+    if (!check_tensor(fn, name.s, &p) || !check_pointer(fn, Name("xs", int(g)).s, xs[g])) return false;
+    if (p.n != out->n || p.h != out->h || p.w != out->w || p.layout != out->layout || p.c < per_group) {
+      set_last_error("%s: %s is %" PRId64 " x %" PRId64 " x %" PRId64 " x %" PRId64 " in layout %d, out %" PRId64
+                     " x %" PRId64 " x %" PRId64 " x %" PRId64 " in layout %d (n, h, w and layout must match, and "
+                     "each part have at least out->c / groups = %" PRId64 " channels)",
+                     fn, name.s, p.n, p.c, p.h, p.w, int(p.layout), out->n, out->c, out->h, out->w, int(out->layout),
+                     per_group);
+      return false;
+    }
+    if (!check_disjoint(fn, "y", y, y_floats, Name("xs", int(g)).s, xs[g], blocked(p).floats())) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -653,7 +711,7 @@ GK_OPS_EXPORT gk_status gk_split_channels(const gk_tensor_desc* in, const float*
       int64_t c0 = 0;
       for (int i = 0; i < count; ++i) {
         const Blocked bp = gk::ops::blocked({in->n, channels[i], in->h, in->w, in->layout});
-        gk::ops::split_part(bi, x, c0, bp, ys[i], mapped);
+        if (ys[i]) gk::ops::split_part(bi, x, c0, bp, ys[i], mapped);
         c0 += channels[i];
       }
     });
@@ -673,11 +731,22 @@ GK_OPS_EXPORT gk_status gk_channel_shuffle(const gk_tensor_desc* t, int64_t grou
     }
     const Blocked bt = gk::ops::blocked(*t);
     if (!gk::ops::check_disjoint(fn, "y", y, bt.floats(), "x", x, bt.floats())) return GK_ERR_INVALID_ARGUMENT;
-    gk::parallel_region(gk::ops::threads_for_bytes(8.0 * double(bt.floats())), [&] {
-      if (gk::ops::lane_mapped(t->layout)) return gk::ops::shuffle_lane_mapped(bt, groups, x, y);
-      if (bt.lanes == 1) return gk::ops::shuffle_planes(bt, groups, x, y);
-      gk::ops::shuffle_pixels(bt, groups, x, y);
-    });
+    const gk::ops::ShuffleSource src{t->c / groups, nullptr, nullptr, &bt, x};
+    gk::parallel_region(gk::ops::threads_for_bytes(8.0 * double(bt.floats())),
+                        [&] { gk::ops::shuffle(bt, groups, src, y, t->layout); });
+    return GK_OK;
+  });
+}
+
+GK_OPS_EXPORT gk_status gk_concat_shuffle_channels(int64_t groups, const gk_tensor_desc* parts,
+                                                   const float* const* xs, const gk_tensor_desc* out, float* y) {
+  const char* fn = "gk_concat_shuffle_channels";
+  return gk::ops::guarded(fn, [&] {
+    if (!gk::ops::check_concat_shuffle(fn, groups, parts, xs, out, y)) return GK_ERR_INVALID_ARGUMENT;
+    const Blocked bo = gk::ops::blocked(*out);
+    const gk::ops::ShuffleSource src{out->c / groups, parts, xs, nullptr, nullptr};
+    gk::parallel_region(gk::ops::threads_for_bytes(8.0 * double(bo.floats())),
+                        [&] { gk::ops::shuffle(bo, groups, src, y, out->layout); });
     return GK_OK;
   });
 }
