@@ -385,9 +385,12 @@ bool Network::run(const float* input, float* logits, std::string* error, RunProf
   Impl& m = *impl_;
   m.input = input;
   for (size_t i = 0; i < m.ops.size(); ++i) {
+    if (!profile) {
+      if (!m.run_op(i, error)) return false;
+      continue;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     if (!m.run_op(i, error)) return false;
-    if (!profile) continue;
     const double s = seconds_since(t0);
     const OpKind kind = m.ops[i]->kind;
     (kind == OpKind::Conv ? profile->conv_s : profile->other_s) += s;
