@@ -247,8 +247,9 @@ class GemmConv final : public Prepared {
     }
     const int64_t group_weights = s.ocg * s.k_gemm;
     for (int64_t g = 0; g < s.d.groups; ++g)
-      packed_.emplace_back(new PackedA({weights + g * group_weights, s.k_gemm, 1}, s.ocg, s.k_gemm,
-                                       cfg_.kernel->mr));
+      // Owned before the vector grows: a growth that throws must not leak it.
+      packed_.push_back(std::make_unique<PackedA>(MatrixView{weights + g * group_weights, s.k_gemm, 1}, s.ocg,
+                                                  s.k_gemm, cfg_.kernel->mr));
     if (im2col_) cfg_.nc = tile > 0 ? tile : default_tile(s, cfg_);
   }
   bool ok() const {
