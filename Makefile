@@ -66,7 +66,7 @@ TEST_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRC))
 TEST_BIN := $(BUILD)/test/gemmkit_tests
 # Programs the tests run against the shared library (interposition, cblas.h drop-in).
 TEST_HELPERS := $(BUILD)/test/shared_xerbla_override $(BUILD)/test/shared_cblas_dropin \
-                $(BUILD)/test/shared_reliability_child
+                $(BUILD)/test/shared_reliability_child $(BUILD)/test/shared_conv_reliability_child
 GTEST_DIR ?= /usr/src/googletest/googletest
 GTEST_OBJ := $(BUILD)/obj/gtest/gtest-all.o
 

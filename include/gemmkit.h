@@ -111,15 +111,17 @@ gk_status gk_conv_plan_create(const gk_conv_desc *d, const float *weights, const
 gk_status gk_conv_run(const gk_conv_plan *plan, const float *input, float *output);
 /* gk_conv_run in memory the caller gives: `workspace`, 64-byte aligned, of at least
  * gk_conv_plan_workspace_size(plan) bytes (else GK_ERR_INVALID_ARGUMENT naming the sizes).
- * The convolution's own buffers are all in it; it runs on at most the thread count the plan
- * was created with (a later gk_set_num_threads lowers it, never raises it). The GEMM
- * packing buffers of the GEMM-based algorithms are the GEMM's own per-thread cache. */
+ * Every buffer the run uses is in it, the GEMM packing buffers of the GEMM-based algorithms
+ * included, so it allocates nothing, from its first call on (OpenMP itself may allocate the
+ * first time a thread opens a parallel region). It runs on at most the thread count the
+ * plan was created with (a later gk_set_num_threads lowers it, never raises it). */
 gk_status gk_conv_run_with_workspace(const gk_conv_plan *plan, const float *input, float *output,
                                      void *workspace, int64_t workspace_bytes);
 const char *gk_conv_plan_algo_name(const gk_conv_plan *plan);
 /* Bytes of workspace gk_conv_run_with_workspace needs for this plan: the layout copies, the
- * algorithm's shared buffers and one block per thread, for gk_get_num_threads() at plan
- * creation. (im2col_gemm's is a phase-split image, not the K x OH*OW im2col matrix.) */
+ * algorithm's shared buffers and one block per thread (GEMM packing buffers included), for
+ * gk_get_num_threads() at plan creation. (im2col_gemm's is a phase-split image and packing
+ * tiles, not the K x OH*OW im2col matrix.) */
 int64_t gk_conv_plan_workspace_size(const gk_conv_plan *plan);
 void gk_conv_plan_destroy(gk_conv_plan *plan);
 /* Floats a tensor of this shape takes in this layout (NCHWx pads the channels). -1 when the

@@ -301,7 +301,8 @@ TEST(ReliabilityCBoundary, DefaultCblasXerblaPrintsTheCallersNumbers) {
 
 // A steady-state call allocates nothing, on every path, 1 and 2 threads: counted by an
 // interposed malloc / calloc / realloc / posix_memalign / aligned_alloc / memalign /
-// operator new in a program of its own (skipped under AddressSanitizer, which owns malloc).
+// operator new in a program of its own (test/programs/counting_allocator.h; under
+// AddressSanitizer it passes the allocations on to ASan's allocator).
 TEST(ReliabilitySteadyState, NoAllocationPerCallOnEveryPath) {
   const ChildResult r = run_helper({"count"});
   if (child_failure(r, kSkipped).empty()) GTEST_SKIP() << r.output;

@@ -247,8 +247,9 @@ class GemmConv final : public Prepared {
     }
     const int64_t group_weights = s.ocg * s.k_gemm;
     for (int64_t g = 0; g < s.d.groups; ++g)
-      packed_.emplace_back(new PackedA({weights + g * group_weights, s.k_gemm, 1}, s.ocg, s.k_gemm,
-                                       cfg_.kernel->mr));
+      // Owned before the vector grows: a growth that throws must not leak it.
+      packed_.push_back(std::make_unique<PackedA>(MatrixView{weights + g * group_weights, s.k_gemm, 1}, s.ocg,
+                                                  s.k_gemm, cfg_.kernel->mr));
     if (im2col_) cfg_.nc = tile > 0 ? tile : default_tile(s, cfg_);
   }
   bool ok() const {
@@ -259,14 +260,12 @@ class GemmConv final : public Prepared {
 
   // The pointwise kernels' blocks per thread; else for im2col the padded, phase-split copy
   // of one image's group channels, for a strided 1x1 its subsampled copy, on the calling
-  // thread (the GEMM driver's packing buffers are its own).
+  // thread, and the GEMM driver's packing buffers (shared and per thread), so that a run in
+  // the caller's workspace allocates nothing even the first time.
   WorkspaceNeed need() const override {
     if (pointwise_) return {0, pointwise_->workspace_floats()};
-    const bool strided = s_.d.stride_h > 1 || s_.d.stride_w > 1;
-    const int64_t row_buffer = blocked_input() ? 8 * s_.d.in_width : 0;  // phase_image's, in NCHW8
-    const int64_t image = im2col_ ? PhaseImage(s_).floats(s_.icg) + row_buffer
-                                  : strided ? round_up(s_.icg, 8) * s_.pixels() : 0;  // the subsampled copy
-    return {image, 0};
+    const PackingNeed packing = gemm_packing();
+    return {round_up(image_floats(), kPackingAlign) + packing.shared_floats, packing.thread_floats};
   }
 
   // Ungrouped convolutions also run NCHW8 in place: on the ISA's pointwise kernels where
@@ -286,7 +285,7 @@ class GemmConv final : public Prepared {
     if (d.layout != GK_LAYOUT_NCHW && native_layout(d.layout)) return run_blocked(input, output, ws);
     const int64_t in_image = d.in_channels * d.in_height * d.in_width;
     const int64_t out_image = d.out_channels * s_.pixels();
-    const int threads = threads_for(2.0 * s_.ocg * s_.pixels() * s_.k_gemm);
+    const int threads = ws.cap(threads_for(2.0 * s_.ocg * s_.pixels() * s_.k_gemm));
     for (int64_t n = 0; n < d.batch; ++n) {
       for (int64_t g = 0; g < d.groups; ++g) {
         const float* x = input + n * in_image + g * s_.icg * d.in_height * d.in_width;
@@ -296,12 +295,28 @@ class GemmConv final : public Prepared {
         p.c = output + n * out_image + g * s_.ocg * s_.pixels();
         p.rs_c = s_.pixels();
         p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), g * s_.ocg);
-        gemm_on_image(p, x, false, threads, ws.shared);
+        gemm_on_image(p, x, false, threads, ws);
       }
     }
   }
 
  private:
+  static constexpr int64_t kPackingAlign = 16;  // floats: the packing buffers start on a cache line
+
+  // The workspace's image part (need()).
+  int64_t image_floats() const {
+    const bool strided = s_.d.stride_h > 1 || s_.d.stride_w > 1;
+    const int64_t row_buffer = blocked_input() ? 8 * s_.d.in_width : 0;  // phase_image's, in NCHW8
+    return im2col_ ? PhaseImage(s_).floats(s_.icg) + row_buffer
+                   : strided ? round_up(s_.icg, 8) * s_.pixels() : 0;  // the subsampled copy
+  }
+  // The packing buffers of one image's GEMM (the same for every image and group).
+  PackingNeed gemm_packing() const { return packing_need(s_.ocg, s_.pixels(), s_.k_gemm, true, cfg_); }
+  // Where they lie in a run's workspace.
+  PackingMemory packing_memory(const Workspace& ws) const {
+    return {ws.shared + round_up(image_floats(), kPackingAlign), ws.blocks, ws.stride, ws.threads};
+  }
+
   // Adding to the output, C = act(W X' + C + bias): the driver applies beta at the first K
   // block and the epilogue at the last. beta 0 never reads C.
   float beta() const { return s_.adds_to_output() ? 1.0f : 0.0f; }
@@ -323,23 +338,25 @@ class GemmConv final : public Prepared {
   }
 
   // Runs p with B from one image's group channels x (NCHW, or NCHW8 when `blocked`): the
-  // im2col packer on its phase image, or for 1x1 the image (or its subsampled copy).
-  // `image`: the workspace's shared part (need()).
-  void gemm_on_image(GemmProblem& p, const float* x, bool blocked, int threads, float* image) const {
+  // im2col packer on its phase image, or for 1x1 the image (or its subsampled copy), in
+  // `ws` (need()).
+  void gemm_on_image(GemmProblem& p, const float* x, bool blocked, int threads, const Workspace& ws) const {
     const SimdLevel simd = cfg_.kernel->simd;
+    float* const image = ws.shared;
+    const PackingMemory packing = packing_memory(ws);
     if (im2col_) {
       const PhaseImage pi(s_);
       const Im2colPacker b(s_, pi, prepare_phase_image(s_, pi, x, blocked, simd, image), simd);
       p.b = &b;
-      gemm_packed(p, cfg_, threads);
+      gemm_packed(p, cfg_, threads, &packing);
     } else if (blocked) {
       const BlockedImageB b(subsampled(x, ceil_div(s_.d.in_channels, 8), 8, image), s_.pixels(), simd);
       p.b = &b;
-      gemm_packed(p, cfg_, threads);
+      gemm_packed(p, cfg_, threads, &packing);
     } else {
       const PlainB b({subsampled(x, s_.icg, 1, image), s_.pixels(), 1});
       p.b = &b;
-      gemm_packed(p, cfg_, threads);
+      gemm_packed(p, cfg_, threads, &packing);
     }
   }
 
@@ -357,7 +374,7 @@ class GemmConv final : public Prepared {
     const int64_t pixels = s_.pixels(), out_blocks = (d.out_channels + 7) / 8;
     const bool blocked_in = blocked_input();
     const int64_t in_image = (blocked_in ? round_up(d.in_channels, 8) : d.in_channels) * d.in_height * d.in_width;
-    const int threads = threads_for(2.0 * s_.ocg * pixels * s_.k_gemm);
+    const int threads = ws.cap(threads_for(2.0 * s_.ocg * pixels * s_.k_gemm));
     for (int64_t n = 0; n < d.batch; ++n) {
       const float* x = input + n * in_image;
       float* y = output + n * out_blocks * pixels * 8;
@@ -370,7 +387,7 @@ class GemmConv final : public Prepared {
       p.a = packed_[0].get();
       p.c = y, p.c_block_stride = pixels * 8;
       p.epilogue = make_epilogue(s_, bias_.empty() ? nullptr : bias_.data(), 0);
-      gemm_on_image(p, x, blocked_in, threads, ws.shared);
+      gemm_on_image(p, x, blocked_in, threads, ws);
       if (d.out_channels % 8) zero_padding_lanes(y + (out_blocks - 1) * pixels * 8, pixels, d.out_channels % 8);
     }
   }

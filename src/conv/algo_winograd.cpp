@@ -467,7 +467,8 @@ class WinogradConv final : public Prepared {
       pack_pointwise(u);
     } else {
       for (int xi = 0; xi < A * A; ++xi)
-        packed_.emplace_back(new PackedA({u.data() + xi * oc * ic, ic, 1}, oc, ic, mr_));
+        // Owned before the vector grows: a growth that throws must not leak it.
+        packed_.push_back(std::make_unique<PackedA>(MatrixView{u.data() + xi * oc * ic, ic, 1}, oc, ic, mr_));
     }
     th_ = ceil_div(s.oh, M), tw_ = ceil_div(s.ow, M);
     // Padded rows th*M + 2; each split into M phases of len_ = tw + 1 (+ 8: the lanes past

@@ -45,7 +45,8 @@ bool validate(const gk_conv_desc& d, Shape* shape);
 
 // The memory one run works in, acquired on the calling thread before any work is split
 // (a failure is then a status, never an abort inside a parallel region): `shared` for the
-// buffers the calling thread fills, and one block per thread, `stride` floats apart.
+// buffers every thread reads (a GEMM's shared packed B block among them), and one block per
+// thread, `stride` floats apart.
 struct Workspace {
   float* shared = nullptr;
   float* blocks = nullptr;

@@ -11,7 +11,8 @@
 // Threads split the (ic, jr) work as a wm x wn grid chosen per NC block to balance tiles.
 // When all of M fits one MC block, B micro-panels are instead packed just before use
 // (gemm_packed_b_per_panel). The calling thread takes every buffer (a part per thread)
-// before the work is split; without them the product runs on gemm_no_heap.
+// before the work is split, or is given them by its caller; without them the product runs
+// on gemm_no_heap.
 #include <omp.h>
 
 #include <algorithm>
@@ -126,16 +127,23 @@ int64_t panels_per_pass(const KernelConfig& cfg, int64_t m) {
   return std::clamp<int64_t>(room, 1, kPanelsPackedTogether);
 }
 
-bool gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int threads) {
+bool gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int threads, const PackingMemory* given) {
   const KernelInfo& ker = *cfg.kernel;
   const int mr = ker.mr, nr = ker.nr;
-  const int64_t kc_max = std::min(cfg.kc, p.k), mc = p.m;
+  const int64_t mc = p.m;
   const int64_t group = panels_per_pass(cfg, mc);
-  const int64_t a_floats = p.a->prepacked() ? 0 : round_up(mc, mr) * kc_max;
-  const ThreadParts a_blocks = a_floats ? thread_parts(ScratchSlot::PackedA, threads, a_floats) : ThreadParts{};
-  const ThreadParts b_passes = thread_parts(ScratchSlot::PackedB, threads, kc_max * nr * group);
+  const PackingSizes sizes = packing_sizes(p.m, p.n, p.k, p.a->prepacked(), cfg);
+  const int64_t a_floats = sizes.a_floats;
+  ThreadParts a_blocks, b_passes;
+  if (given) {  // each thread's part: its A block, then its B panels
+    a_blocks = {given->blocks, given->stride};
+    b_passes = {given->blocks + round_up(a_floats, kLineFloats), given->stride};
+  } else {
+    if (a_floats) a_blocks = thread_parts(ScratchSlot::PackedA, threads, a_floats);
+    b_passes = thread_parts(ScratchSlot::PackedB, threads, sizes.b_floats);
+  }
   if ((a_floats && !a_blocks.parts) || !b_passes.parts)
-    return workspace_unavailable("the packing buffers", threads * (a_floats + kc_max * nr * group));
+    return workspace_unavailable("the packing buffers", threads * (a_floats + sizes.b_floats));
   const ColumnPanels panels(ker, p.n);
   parallel_region(threads, [&] {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -192,17 +200,16 @@ bool gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
 
 // The general case: the B block (KC x NC) is packed once by all threads together and
 // shared; threads split the (ic, jr) work as a grid.
-bool gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int threads) {
+bool gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int threads, const PackingMemory* given) {
   const KernelInfo& ker = *cfg.kernel;
   const int mr = ker.mr, nr = ker.nr;
-  const int64_t kc_max = std::min(cfg.kc, p.k);
-  const int64_t nc_max = std::min(cfg.nc, round_up(p.n, nr));
-  const int64_t mc_max = std::min(cfg.mc, round_up(p.m, mr));
-  const int64_t a_floats = p.a->prepacked() ? 0 : mc_max * kc_max;
-  float* b_block = scratch(ScratchSlot::PackedB, kc_max * nc_max);
-  const ThreadParts a_blocks = a_floats ? thread_parts(ScratchSlot::PackedA, threads, a_floats) : ThreadParts{};
+  const PackingSizes sizes = packing_sizes(p.m, p.n, p.k, p.a->prepacked(), cfg);
+  const int64_t a_floats = sizes.a_floats;
+  float* b_block = given ? given->shared : scratch(ScratchSlot::PackedB, sizes.b_floats);
+  ThreadParts a_blocks;
+  if (a_floats) a_blocks = given ? ThreadParts{given->blocks, given->stride} : thread_parts(ScratchSlot::PackedA, threads, a_floats);
   if (!b_block || (a_floats && !a_blocks.parts))
-    return workspace_unavailable("the packed blocks", kc_max * nc_max + threads * a_floats);
+    return workspace_unavailable("the packed blocks", sizes.b_floats + threads * a_floats);
 
   parallel_region(threads, [&] {
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -257,8 +264,32 @@ ThreadParts thread_parts(ScratchSlot slot, int threads, int64_t each) {
   return {scratch(slot, std::max(threads, 1) * stride), stride};
 }
 
-void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads) {
-  const bool done = packs_b_per_panel(p, cfg) ? gemm_packed_b_per_panel(p, cfg, threads) : gemm_packed_shared_b(p, cfg, threads);
+PackingSizes packing_sizes(int64_t m, int64_t n, int64_t k, bool a_prepacked, const KernelConfig& cfg) {
+  const int64_t mr = cfg.kernel->mr, nr = cfg.kernel->nr, kc_max = std::min(cfg.kc, k);
+  GemmProblem shape;
+  shape.m = m;
+  PackingSizes s;
+  s.per_panel = packs_b_per_panel(shape, cfg);
+  if (s.per_panel) {
+    s.a_floats = a_prepacked ? 0 : round_up(m, mr) * kc_max;
+    s.b_floats = kc_max * nr * panels_per_pass(cfg, m);
+  } else {
+    s.a_floats = a_prepacked ? 0 : std::min(cfg.mc, round_up(m, mr)) * kc_max;
+    s.b_floats = kc_max * std::min(cfg.nc, round_up(n, nr));
+  }
+  return s;
+}
+
+PackingNeed packing_need(int64_t m, int64_t n, int64_t k, bool a_prepacked, const KernelConfig& cfg) {
+  const PackingSizes s = packing_sizes(m, n, k, a_prepacked, cfg);
+  if (s.per_panel) return {0, round_up(s.a_floats, kLineFloats) + s.b_floats};
+  return {s.b_floats, s.a_floats};
+}
+
+void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads, const PackingMemory* given) {
+  if (given && threads > given->threads) threads = given->threads;
+  const bool done = packs_b_per_panel(p, cfg) ? gemm_packed_b_per_panel(p, cfg, threads, given)
+                                              : gemm_packed_shared_b(p, cfg, threads, given);
   if (!done) gemm_no_heap(p, cfg);
 }
 

@@ -260,9 +260,34 @@ ThreadParts thread_parts(ScratchSlot slot, int threads, int64_t each);
 // Any sources, epilogue and C layout, as the packed driver.
 void gemm_no_heap(const GemmProblem& p, const KernelConfig& cfg);
 
-// The Goto five-loop driver with packed A and B, on `threads` threads; on gemm_no_heap
-// when its buffers cannot be had.
-void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads);
+// The packing buffers gemm_packed takes for an m x n x k product: with all of M in one MC
+// block (per_panel), an A block (none when A comes packed) and a pass of B panels per
+// thread; else a shared B block and an A block per thread. In floats.
+struct PackingSizes {
+  bool per_panel = true;
+  int64_t a_floats = 0, b_floats = 0;
+};
+PackingSizes packing_sizes(int64_t m, int64_t n, int64_t k, bool a_prepacked, const KernelConfig& cfg);
+// The same as a caller's workspace holds them (a convolution's, so that a run in the
+// caller's memory allocates nothing, not even on its first call): `shared_floats` once,
+// `thread_floats` per thread.
+struct PackingNeed {
+  int64_t shared_floats = 0, thread_floats = 0;
+};
+PackingNeed packing_need(int64_t m, int64_t n, int64_t k, bool a_prepacked, const KernelConfig& cfg);
+// Such memory: `shared` of shared_floats, thread t's part at blocks + t * stride (stride
+// at least thread_floats, a multiple of 16 floats, 64-byte aligned), for up to `threads`.
+struct PackingMemory {
+  float* shared = nullptr;
+  float* blocks = nullptr;
+  int64_t stride = 0;
+  int threads = 1;
+};
+
+// The Goto five-loop driver with packed A and B, on `threads` threads (at most
+// given->threads); its buffers in `given` (packing_need() of the product), else in the
+// calling thread's scratch, and on gemm_no_heap when those cannot be had.
+void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads, const PackingMemory* given = nullptr);
 // Whether gemm_packed packs B panels just before use (all of M in one MC block) rather
 // than a shared B block.
 inline bool packs_b_per_panel(const GemmProblem& p, const KernelConfig& cfg) { return p.m <= cfg.mc; }

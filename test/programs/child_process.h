@@ -101,15 +101,23 @@ inline ChildResult run_program(std::vector<std::string> argv, const std::vector<
   return collect(pid, fds[0], std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s));
 }
 
-inline std::string helper_path() {
+inline std::string helper_path(const char* program = "shared_reliability_child") {
   const char* dir = std::getenv("GEMMKIT_TEST_HELPERS");
-  return std::string(dir ? dir : "build/test") + "/shared_reliability_child";
+  return std::string(dir ? dir : "build/test") + "/" + program;
 }
 
 // test/programs/reliability_child.cpp in `mode`.
 inline ChildResult run_helper(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
                        int timeout_s = 300) {
   std::vector<std::string> argv{helper_path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_program(argv, env, timeout_s);
+}
+
+// test/programs/conv_reliability_child.cpp in `mode`.
+inline ChildResult run_conv_helper(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                                   int timeout_s = 300) {
+  std::vector<std::string> argv{helper_path("shared_conv_reliability_child")};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_program(argv, env, timeout_s);
 }

@@ -10,7 +10,6 @@
 //                      address space in use plus BYTES
 //   soak SECONDS       8 user threads calling at once, each result equal to the serial one
 //   xerbla             the default cblas_xerbla's message for a row-major call
-//   conv-count         after one warm-up run of each convolution plan, the next allocates nothing
 //
 // Exit 0: passed; 1: failed (the reason printed); 77: skipped (the reason printed).
 // Every product is checked against double-precision products with random vectors
@@ -40,81 +39,13 @@ using reliability::Shape;
 
 // ---------------------------------------------------------------- the allocator
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kCountsAllocations = false;  // ASan owns malloc: it cannot be interposed here
-long allocation_calls() { return 0; }
-void fail_allocation_number(long) {}
-bool injected_failure_happened() { return false; }
-#else
-constexpr bool kCountsAllocations = true;
-extern "C" {
-void* __libc_malloc(size_t);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void* __libc_memalign(size_t, size_t);
-}
+// Every allocation of the process (the library's, libstdc++'s and libgomp's) is counted
+// there, and the n-th can fail.
+#include "counting_allocator.h"
 
-namespace {
-std::atomic<long> g_calls{0};
-std::atomic<long> g_fail_at{0};  // the allocation number that fails; 0: none
-std::atomic<bool> g_failed{false};
-
-// Counts one allocation; true when it is the one to fail.
-bool next_allocation_fails() {
-  const long n = g_calls.fetch_add(1) + 1;
-  if (n != g_fail_at.load()) return false;
-  g_failed = true;
-  return true;
-}
-bool valid_alignment(size_t align) { return align >= sizeof(void*) && (align & (align - 1)) == 0; }
-void* counted_memalign(size_t align, size_t size) {
-  return next_allocation_fails() ? nullptr : __libc_memalign(align, size);
-}
-}  // namespace
-
-long allocation_calls() { return g_calls.load(); }
-void fail_allocation_number(long n) { g_fail_at = n; }
-bool injected_failure_happened() { return g_failed.load(); }
-
-// Every allocation of the process (the library's, libstdc++'s and libgomp's) comes here.
-extern "C" {
-void* malloc(size_t size) { return next_allocation_fails() ? nullptr : __libc_malloc(size); }
-void* calloc(size_t count, size_t size) { return next_allocation_fails() ? nullptr : __libc_calloc(count, size); }
-void* realloc(void* p, size_t size) { return next_allocation_fails() ? nullptr : __libc_realloc(p, size); }
-void* memalign(size_t align, size_t size) { return counted_memalign(align, size); }
-void* aligned_alloc(size_t align, size_t size) { return counted_memalign(align, size); }
-int posix_memalign(void** out, size_t align, size_t size) {
-  if (!valid_alignment(align)) return EINVAL;
-  void* p = counted_memalign(align, size);
-  if (!p) return ENOMEM;
-  *out = p;
-  return 0;
-}
-}
-
-// operator new too, explicitly (libstdc++'s would reach malloc anyway); delete stays
-// libstdc++'s, which frees with free().
-namespace {
-void* new_or_null(size_t size, size_t align) {
-  if (size == 0) size = 1;
-  if (align <= alignof(std::max_align_t)) return next_allocation_fails() ? nullptr : __libc_malloc(size);
-  return counted_memalign(align, size);
-}
-void* new_or_throw(size_t size, size_t align) {
-  void* p = new_or_null(size, align);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-void* operator new(size_t n) { return new_or_throw(n, 0); }
-void* operator new[](size_t n) { return new_or_throw(n, 0); }
-void* operator new(size_t n, const std::nothrow_t&) noexcept { return new_or_null(n, 0); }
-void* operator new[](size_t n, const std::nothrow_t&) noexcept { return new_or_null(n, 0); }
-void* operator new(size_t n, std::align_val_t a) { return new_or_throw(n, size_t(a)); }
-void* operator new[](size_t n, std::align_val_t a) { return new_or_throw(n, size_t(a)); }
-void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept { return new_or_null(n, size_t(a)); }
-void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept { return new_or_null(n, size_t(a)); }
-#endif
+long allocation_calls() { return counting_allocator::calls(); }
+void fail_allocation_number(long n) { counting_allocator::fail_number(n); }
+bool injected_failure_happened() { return counting_allocator::injected_failure_happened(); }
 
 // ---------------------------------------------------------------- operands and checks
 
@@ -252,7 +183,6 @@ int skip(const char* why) {
 // Zero allocations per steady-state call: for every kernel, thread count, shape, layout
 // and transpose pair, a warm-up call and then one counted.
 int mode_count() {
-  if (!kCountsAllocations) return skip("built with AddressSanitizer, which owns malloc");
   warm_openmp(2);
   int calls = 0;
   for (const char* kernel : kernels()) {
@@ -299,7 +229,6 @@ void cold_sequence(std::vector<Operands>& calls) {
 }
 
 int mode_inject(long fail_at) {
-  if (!kCountsAllocations) return skip("built with AddressSanitizer, which owns malloc");
   warm_openmp(2);
   std::vector<Operands> calls;
   int turn = 0;
@@ -433,78 +362,6 @@ int mode_xerbla() {
 
 }  // namespace
 
-// ---------------------------------------------------------------- convolution
-
-// A small convolution every forced algorithm can serve in some form: 3x3 (1x1 for
-// gemm_1x1), depthwise for depthwise, 16 channels of 12x12.
-gk_conv_desc conv_case(gk_conv_algo algo, gk_layout layout) {
-  gk_conv_desc d;
-  gk_conv_desc_init(&d);
-  d.batch = 1, d.in_channels = 16, d.in_height = 12, d.in_width = 12, d.out_channels = 16;
-  d.kernel_h = d.kernel_w = algo == GK_CONV_ALGO_GEMM_1X1 ? 1 : 3;
-  d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = algo == GK_CONV_ALGO_GEMM_1X1 ? 0 : 1;
-  if (algo == GK_CONV_ALGO_DEPTHWISE) d.groups = 16;
-  d.layout = layout;
-  d.activation = GK_ACT_RELU;
-  return d;
-}
-
-constexpr gk_conv_algo kConvAlgos[] = {GK_CONV_ALGO_IM2COL_GEMM,  GK_CONV_ALGO_GEMM_1X1,     GK_CONV_ALGO_DIRECT,
-                                       GK_CONV_ALGO_DEPTHWISE,    GK_CONV_ALGO_WINOGRAD_F23, GK_CONV_ALGO_WINOGRAD_F43,
-                                       GK_CONV_ALGO_WINOGRAD_F63};
-constexpr gk_layout kConvLayouts[] = {GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW8};
-
-// Zero allocations per steady-state gk_conv_run and gk_conv_run_with_workspace (after one
-// warm-up run of the same plan), every forced algorithm, layout, 1 and 2 threads; both
-// runs give the same output.
-int mode_conv_count() {
-  if (!kCountsAllocations) return skip("built with AddressSanitizer, which owns malloc");
-  warm_openmp(2);
-  int runs = 0;
-  for (int threads : {1, 2}) {
-    gk_set_num_threads(threads);
-    for (gk_conv_algo algo : kConvAlgos)
-      for (gk_layout layout : kConvLayouts) {
-        const gk_conv_desc d = conv_case(algo, layout);
-        int64_t oh = 0, ow = 0;
-        if (gk_conv_output_size(&d, &oh, &ow) != GK_OK) return fail(gk_last_error());
-        std::vector<float> w(static_cast<size_t>(d.out_channels * (d.in_channels / d.groups) * d.kernel_h * d.kernel_w), 0.25f);
-        std::vector<float> x(static_cast<size_t>(gk_tensor_size(layout, 1, d.in_channels, d.in_height, d.in_width)), 1.0f);
-        const size_t out_floats = static_cast<size_t>(gk_tensor_size(layout, 1, d.out_channels, oh, ow));
-        std::vector<float> y(out_floats), y2(out_floats);
-        gk_conv_plan* plan = nullptr;
-        const gk_status st = gk_conv_plan_create(&d, w.data(), nullptr, algo, &plan);
-        if (st == GK_ERR_UNSUPPORTED) continue;
-        if (st != GK_OK) return fail(gk_last_error());
-        const std::string what = std::string(gk_conv_plan_algo_name(plan)) + " layout " + std::to_string(layout) +
-                                 " threads " + std::to_string(threads);
-        const int64_t bytes = gk_conv_plan_workspace_size(plan);
-        void* ws = nullptr;
-        if (posix_memalign(&ws, 64, static_cast<size_t>(bytes > 0 ? bytes : 64)) != 0) return fail("no workspace");
-        if (gk_conv_run(plan, x.data(), y.data()) != GK_OK) return fail(what + ": " + gk_last_error());
-        if (gk_conv_run_with_workspace(plan, x.data(), y2.data(), ws, bytes) != GK_OK)
-          return fail(what + ": " + gk_last_error());
-        long before = allocation_calls();
-        const gk_status a = gk_conv_run(plan, x.data(), y.data());
-        long made = allocation_calls() - before;
-        if (a != GK_OK || made != 0) return fail(what + ": gk_conv_run made " + std::to_string(made) + " allocations");
-        before = allocation_calls();
-        const gk_status b = gk_conv_run_with_workspace(plan, x.data(), y2.data(), ws, bytes);
-        made = allocation_calls() - before;
-        if (b != GK_OK || made != 0)
-          return fail(what + ": gk_conv_run_with_workspace made " + std::to_string(made) + " allocations");
-        for (size_t i = 0; i < out_floats; ++i)
-          if (std::fabs(y[i] - y2[i]) > 1e-4f * (1.0f + std::fabs(y[i])))
-            return fail(what + ": gk_conv_run and gk_conv_run_with_workspace differ");
-        std::free(ws);
-        gk_conv_plan_destroy(plan);
-        runs += 2;
-      }
-  }
-  std::printf("ok: %d steady-state convolution runs, no allocation\n", runs);
-  return 0;
-}
-
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const std::string mode = argc > 1 ? argv[1] : "";
@@ -513,7 +370,6 @@ int main(int argc, char** argv) {
   if (mode == "rlimit" && argc > 3) return mode_rlimit(std::atoll(argv[2]), std::atoi(argv[3]));
   if (mode == "soak" && argc > 2) return mode_soak(std::atof(argv[2]));
   if (mode == "xerbla") return mode_xerbla();
-  if (mode == "conv-count") return mode_conv_count();
   std::fprintf(stderr, "usage: %s count | inject N | rlimit BYTES THREADS | soak SECONDS | xerbla\n", argv[0]);
   return 2;
 }
