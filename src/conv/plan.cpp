@@ -252,8 +252,10 @@ gk_status create_plan(const gk_conv_desc* d, const float* weights, const float* 
         gk::set_last_error("gk_conv_plan_create: no algorithm can serve this descriptor");
         return GK_ERR_UNSUPPORTED;
       }
-      gk::conv::heuristic_choice(s, &rejected);
-      gk::conv::describe_choice(s, c.algorithm, pick ? "; from the Fast-Run cache" + rejected : rejected);
+      if (gk::verbose()) {  // the reasons are strings: built only to be printed
+        gk::conv::heuristic_choice(s, &rejected);
+        gk::conv::describe_choice(s, c.algorithm, pick ? "; from the Fast-Run cache" + rejected : rejected);
+      }
       name = c.name;
       prepared = c.algorithm->prepare(s, weights, bias, c.tuning);
     }
