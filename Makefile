@@ -185,6 +185,17 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' scripts/gemmkit.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gemmkit.pc
 
+# ---------------------------------------------------------------- arm64 cross build
+
+# A cross build first gets what it needs, as `make test ARCH=arm64` does: the cross
+# compiler, then Debian's arm64 libcpuinfo unpacked into ARM64_SYSROOT. Not run as root,
+# scripts/install-deps.sh stops at missing packages and prints the apt-get line to run.
+ifneq ($(ARCH),$(HOST_ARCH))
+$(ARM64_SYSROOT)/.complete:
+	@ARM64_SYSROOT=$(ARM64_SYSROOT) scripts/install-deps.sh build $(ARCH)
+$(LIB_OBJ) $(NET_OBJ) $(BUILD)/obj/net/gk_infer.o $(TEST_OBJ) $(GTEST_OBJ) $(TEST_HELPERS): | $(ARM64_SYSROOT)/.complete
+endif
+
 clean:
 	rm -rf build build-* 
 

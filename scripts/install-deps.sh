@@ -18,7 +18,9 @@ esac
 # PyTorch (a large download) is the whole-network reference: bench only, never test.
 [ "$what" = bench ] && pkgs+=(python3-torch python3-torchvision python3-numpy)
 if [ "$arch" != "$host" ]; then
-  pkgs+=(g++-aarch64-linux-gnu qemu-user googletest)
+  pkgs+=(g++-aarch64-linux-gnu)
+  # qemu-user runs the cross-built tests; a plain cross build needs only the compiler.
+  [ "$what" = build ] || pkgs+=(qemu-user googletest)
 fi
 
 missing=()
