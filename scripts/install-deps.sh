@@ -11,7 +11,8 @@ pkgs=(g++ make pkg-config libcpuinfo-dev)
 case "$what" in
   build) ;;
   # libblas-test: Debian's netlib BLAS testers, run against the library by make test.
-  test) pkgs+=(googletest libgtest-dev libblas-test) ;;
+  # cmake: the test that builds a CMake project against the installed package.
+  test) pkgs+=(googletest libgtest-dev libblas-test cmake) ;;
   bench-libs | bench) pkgs+=(libbenchmark-dev libopenblas-dev libdnnl-dev gnuplot-nox) ;;
   *) echo "install-deps: unknown target '$what' (build, test, bench-libs or bench)" >&2; exit 2 ;;
 esac
