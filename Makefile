@@ -175,8 +175,10 @@ deps-bench:
 
 # ---------------------------------------------------------------- install
 
+CMAKE_PKG_DIR := lib/cmake/gemmkit
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR)
 	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/lib/libgemmkit.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libgemmkit.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
@@ -184,6 +186,38 @@ install: all
 	install -m 644 include/gemmkit.h include/gemmkit_cblas.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' scripts/gemmkit.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gemmkit.pc
+	for f in gemmkitConfig gemmkitConfigVersion; do \
+	  sed -e 's|@VERSION@|$(VERSION)|' -e 's|@SONAME@|$(SONAME)|' scripts/$$f.cmake.in \
+	    > $(DESTDIR)$(PREFIX)/$(CMAKE_PKG_DIR)/$$f.cmake || exit 1; \
+	done
+
+# make test installs into a staging folder (DESTDIR, and a PREFIX no search finds by itself),
+# where test/test_cmake_package.cpp points a CMake project, test/cmake_consumer, with
+# find_package(gemmkit). Host builds only: the consumer is built and run on this machine.
+# The stage waits for everything `install: all` names, so the inner make only installs.
+INSTALL_STAGE := $(BUILD)/test/install-stage
+$(INSTALL_STAGE)/.complete: $(SHARED) $(STATIC) $(INFER) scripts/gemmkit.pc.in scripts/gemmkitConfig.cmake.in \
+                            scripts/gemmkitConfigVersion.cmake.in
+	rm -rf $(INSTALL_STAGE) && mkdir -p $(INSTALL_STAGE)
+	@$(MAKE) --no-print-directory install DESTDIR=$(abspath $(INSTALL_STAGE)) PREFIX=/opt/gemmkit \
+	  > $(INSTALL_STAGE)/install.log
+	touch $@
+# The consumer is compiled with the library's sanitizer flags, as test/programs are.
+$(BUILD)/obj/test/test_cmake_package.o: CPPFLAGS += -DGK_TEST_SANFLAGS='"$(SANFLAGS)"'
+ifeq ($(ARCH),$(HOST_ARCH))
+check-test: $(INSTALL_STAGE)/.complete
+endif
+
+# ---------------------------------------------------------------- arm64 cross build
+
+# A cross build first gets what it needs, as `make test ARCH=arm64` does: the cross
+# compiler, then Debian's arm64 libcpuinfo unpacked into ARM64_SYSROOT. Not run as root,
+# scripts/install-deps.sh stops at missing packages and prints the apt-get line to run.
+ifneq ($(ARCH),$(HOST_ARCH))
+$(ARM64_SYSROOT)/.complete:
+	@ARM64_SYSROOT=$(ARM64_SYSROOT) scripts/install-deps.sh build $(ARCH)
+$(LIB_OBJ) $(NET_OBJ) $(BUILD)/obj/net/gk_infer.o $(TEST_OBJ) $(GTEST_OBJ) $(TEST_HELPERS): | $(ARM64_SYSROOT)/.complete
+endif
 
 clean:
 	rm -rf build build-* 

@@ -11,14 +11,17 @@ pkgs=(g++ make pkg-config libcpuinfo-dev)
 case "$what" in
   build) ;;
   # libblas-test: Debian's netlib BLAS testers, run against the library by make test.
-  test) pkgs+=(googletest libgtest-dev libblas-test) ;;
+  # cmake: the test that builds a CMake project against the installed package.
+  test) pkgs+=(googletest libgtest-dev libblas-test cmake) ;;
   bench-libs | bench) pkgs+=(libbenchmark-dev libopenblas-dev libdnnl-dev gnuplot-nox) ;;
   *) echo "install-deps: unknown target '$what' (build, test, bench-libs or bench)" >&2; exit 2 ;;
 esac
 # PyTorch (a large download) is the whole-network reference: bench only, never test.
 [ "$what" = bench ] && pkgs+=(python3-torch python3-torchvision python3-numpy)
 if [ "$arch" != "$host" ]; then
-  pkgs+=(g++-aarch64-linux-gnu qemu-user googletest)
+  pkgs+=(g++-aarch64-linux-gnu)
+  # qemu-user runs the cross-built tests; a plain cross build needs only the compiler.
+  [ "$what" = build ] || pkgs+=(qemu-user googletest)
 fi
 
 missing=()
