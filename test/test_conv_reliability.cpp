@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/runtime.h"
+#include "conv/conv.h"
 #include "conv/fastrun.h"
 #include "conv_test_util.h"
 #include "gemm/gemm.h"
@@ -542,12 +543,15 @@ TEST(ConvReliabilityFuzz, MutatedFastRunCacheFiles) {
 namespace {
 
 // The plans the helper program runs (test/programs/conv_cases.h) take the GEMM driver's
-// shared-B path where they mean to: the wide layer's output channels exceed MC.
+// shared-B path where they mean to: the wide layer's output channels exceed MC (of the
+// kernel its NCHW plans run on, and of the blocked layouts' one).
 TEST(ConvReliabilityCases, WideLayerSpansSeveralMcBlocks) {
-  EXPECT_GT(conv_cases::kWideChannels, gk::conv_config().mc);
-  gk::GemmProblem p;
-  p.m = conv_cases::kWideChannels;
-  EXPECT_FALSE(gk::packs_b_per_panel(p, gk::conv_config()));
+  for (const gk::KernelConfig* cfg : {&gk::conv::conv_gemm_config(GK_LAYOUT_NCHW), &gk::conv_config()}) {
+    EXPECT_GT(conv_cases::kWideChannels, cfg->mc) << cfg->kernel->name;
+    gk::GemmProblem p;
+    p.m = conv_cases::kWideChannels;
+    EXPECT_FALSE(gk::packs_b_per_panel(p, *cfg)) << cfg->kernel->name;
+  }
 }
 
 // After one warm-up run of a plan, gk_conv_run and gk_conv_run_with_workspace allocate

@@ -340,7 +340,7 @@ TEST_F(FastRun, EveryCandidateItCanPickComputesCorrectly) {
 // the tunings would be the same configuration timed again under other names.
 TEST_F(FastRun, Im2colTileTunedOnlyOnTheGemmPath) {
   gk_conv_desc d = layer();
-  d.out_channels = 2 * gk::conv_config().mc + 8;
+  d.out_channels = 2 * gk::conv::conv_gemm_config(d.layout).mc + 8;
   auto tiles = [](const std::vector<std::string>& names) {
     int n = 0;
     for (const std::string& name : names) n += name.rfind("im2col_gemm:tile=", 0) == 0;

@@ -239,7 +239,7 @@ int64_t default_tile(const Shape& s, const KernelConfig& cfg) {
 class GemmConv final : public Prepared {
  public:
   GemmConv(const Shape& s, const float* weights, const float* bias, bool im2col, int64_t tile)
-      : s_(s), im2col_(im2col), cfg_(conv_config()) {
+      : s_(s), im2col_(im2col), cfg_(conv_gemm_config(s.d.layout)) {
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
     if (s.d.layout == GK_LAYOUT_NCHW8 && PointwiseNchw8::usable(pointwise_kernel(), s)) {
       pointwise_.reset(new PointwiseNchw8(pointwise_kernel(), s, weights, bias));
@@ -435,7 +435,7 @@ class Im2colGemm final : public Algorithm {
   // a group span more than one MC block (else panels are packed one by one), and not at
   // all on the pointwise kernels (NCHW8).
   std::vector<int64_t> tunings(const Shape& s) const override {
-    const KernelConfig& cfg = conv_config();
+    const KernelConfig& cfg = conv_gemm_config(s.d.layout);
     if (s.ocg <= cfg.mc) return {};
     if (s.d.layout == GK_LAYOUT_NCHW8 && PointwiseNchw8::usable(pointwise_kernel(), s)) return {};  // no GEMM tile there
     const int64_t t = default_tile(s, cfg), nr = cfg.kernel->nr;

@@ -398,7 +398,9 @@ bool pointwise_gemms(const Shape& s) {
 }
 
 // The tile unit: the GEMM kernel's NR, or kPointwiseTileUnit.
-int64_t tile_unit(const Shape& s) { return pointwise_gemms(s) ? kPointwiseTileUnit : conv_config().kernel->nr; }
+int64_t tile_unit(const Shape& s) {
+  return pointwise_gemms(s) ? kPointwiseTileUnit : conv_gemm_config(s.d.layout).kernel->nr;
+}
 
 template <int M>
 Blocking blocking(const Shape& s, int64_t nr, int64_t mr, int64_t nr_tiles) {
@@ -440,7 +442,7 @@ class WinogradConv final : public Prepared {
 
  public:
   WinogradConv(const Shape& s, const float* weights, const float* bias, int64_t nr_tiles)
-      : s_(s), cfg_(conv_config()), pointwise_(pointwise_gemms(s)), mr_(pointwise_ ? 8 : cfg_.kernel->mr),
+      : s_(s), cfg_(conv_gemm_config(s.d.layout)), pointwise_(pointwise_gemms(s)), mr_(pointwise_ ? 8 : cfg_.kernel->mr),
         nr_(tile_unit(s)) {
     const WinogradConstants<M>& w = kWinograd<M>;
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
@@ -907,7 +909,7 @@ class Winograd final : public Algorithm {
   const char* tuning_name() const override { return "nr_tiles"; }
   // Half and twice the default block, when there are that many tiles.
   std::vector<int64_t> tunings(const Shape& s) const override {
-    const int64_t nr = tile_unit(s), nb = blocking<M>(s, nr, pointwise_gemms(s) ? 8 : conv_config().kernel->mr, 0).tiles;
+    const int64_t nr = tile_unit(s), nb = blocking<M>(s, nr, pointwise_gemms(s) ? 8 : conv_gemm_config(s.d.layout).kernel->mr, 0).tiles;
     const int64_t all = round_up(ceil_div(s.oh, M) * ceil_div(s.ow, M), nr);
     std::vector<int64_t> t;
     if (nb / 2 >= nr) t.push_back(round_up(nb / 2, nr));

@@ -160,6 +160,15 @@ bool float_bytes_within_limit(std::initializer_list<int64_t> factors, int64_t* b
 
 // Channels per block of a layout (1 for NCHW and NHWC).
 int64_t channel_block(gk_layout layout);
+
+// The kernel a convolution in `layout` runs its GEMMs on: the active one where it has the
+// fused epilogue and the layout is not blocked, else conv_config()'s (which serves the
+// blocked layouts in place). So NCHW and NHWC convolutions run on AVX-512 14x32, and NCHW8
+// on AVX-512's pointwise kernels (pointwise_kernel()) or AVX2's GEMM kernel.
+inline const KernelConfig& conv_gemm_config(gk_layout layout) {
+  const KernelConfig& active = active_config();
+  return active.kernel->fused_epilogue && channel_block(layout) == 1 ? active : conv_config();
+}
 // Sets the padding channels of an NCHWx tensor (n images of c channels of `pixels`) to 0;
 // nothing for other layouts or whole blocks.
 void zero_padding_channels(float* t, gk_layout layout, int64_t n, int64_t c, int64_t pixels);

@@ -5,10 +5,12 @@
 // (2 cores, 48K L1d, 2M L2) it runs 1024^3 at 140-150 GFLOP/s on one thread against 82-84
 // for AVX2 4x24. Its pointwise kernels (12 pixels x 32 or 16 channels, src/arch/x86_64/
 // pointwise_avx512.inc; 8-wide panels on AVX2's) run ungrouped NCHW8 convolutions and
-// the in-place-A GEMMs: whole ResNet-50 at 1 thread 95 -> 71 ms against the AVX2 ones. It
-// has no fused epilogue and an MR that does not divide 8, so the GEMM-based convolution
-// paths run on the AVX2 entry beside it (gk::conv_config(), gk::pointwise_kernel()). On
-// Zen 4 the zmm FMA throughput equals the ymm one: the measurements above are Intel's.
+// the in-place-A GEMMs: whole ResNet-50 at 1 thread 95 -> 71 ms against the AVX2 ones. Its
+// fused epilogue lets NCHW and NHWC convolutions run their GEMMs on it (ResNet-50's
+// layers in NCHW, 1 thread: 107 -> 77 ms); its MR does not divide 8, so the blocked
+// layouts' GEMM paths stay on the AVX2 entry (gk::conv_config(), conv_gemm_config(),
+// gk::pointwise_kernel()). On Zen 4 the zmm FMA throughput equals the ymm one: the
+// measurements above are Intel's.
 //
 // AVX2: 4x24 is the default, 6x16 (the classic BLIS/Haswell shape) can be named: on Zen 3
 // 4x24 reaches 94-98% of the FMA peak in L1 against 86-89% for 6x16, because it needs one
@@ -45,7 +47,7 @@ bool has_avx2_fma() { return cpu().x86_avx2_fma; }
    {6, 8, gk_pointwise_6x8_avx2, gk_pointwise_1x8_avx2}}
 
 const KernelInfo kTable[] = {
-    {"avx512", "AVX-512F", SimdLevel::Avx512, 14, 32, gk_sgemm_14x32_avx512, {}, 210, 384, 4096, has_avx512, true, false,
+    {"avx512", "AVX-512F", SimdLevel::Avx512, 14, 32, gk_sgemm_14x32_avx512, {}, 210, 384, 4096, has_avx512, true, true,
      {{12, 32, gk_pointwise_12x32_avx512, gk_pointwise_1x32_avx512}, {12, 16, gk_pointwise_12x16_avx512, gk_pointwise_1x16_avx512},
       {6, 8, gk_pointwise_6x8_avx2, gk_pointwise_1x8_avx2}}},
     {"avx2", "AVX2+FMA3", SimdLevel::Avx2, 4, 24, gk_sgemm_4x24_avx2, {{8, gk_sgemm_4x8_avx2}, {16, gk_sgemm_4x16_avx2}},

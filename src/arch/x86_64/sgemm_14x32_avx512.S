@@ -53,12 +53,16 @@
 #define SCALE_BY_ALPHA(off, i, bc, c0, c1) vmulps %zmm30, c0, c0; vmulps %zmm30, c1, c1;
 #define PREFETCH_C_ROW(off, i, bc, c0, c1) \
   prefetcht0 (%rax); prefetcht0 64(%rax); prefetcht0 124(%rax); add %r9, %rax;
-// C row = alpha*acc + beta*C (zmm31 = beta), then next row.
-#define STORE_ROW_BETA(off, i, bc, c0, c1) \
-  vfmadd231ps (%rax), %zmm31, c0; vmovups c0, (%rax); \
-  vfmadd231ps 64(%rax), %zmm31, c1; vmovups c1, 64(%rax); \
-  add %r9, %rax;
-// C row = alpha*acc, C never read (beta == 0: C may hold NaN).
+// acc += beta * C row (zmm31 = beta), then next row.
+#define ADD_BETA_C(off, i, bc, c0, c1) \
+  vfmadd231ps (%rax), %zmm31, c0; vfmadd231ps 64(%rax), %zmm31, c1; add %r9, %rax;
+// The fused epilogue: acc += row_bias[i] (r10 = row_bias); acc = max(acc, 0) (zmm14 = 0;
+// a NaN becomes 0, as in the C++ epilogue); acc = min(acc, 6) (zmm15 = 6).
+#define ADD_ROW_BIAS(off, i, bc, c0, c1) \
+  vbroadcastss 4*i(%r10), %zmm30; vaddps %zmm30, c0, c0; vaddps %zmm30, c1, c1;
+#define RELU_ROW(off, i, bc, c0, c1) vmaxps %zmm14, c0, c0; vmaxps %zmm14, c1, c1;
+#define CLAMP6_ROW(off, i, bc, c0, c1) vminps %zmm15, c0, c0; vminps %zmm15, c1, c1;
+// C row = acc (C is read above only when beta != 0: with beta == 0 it may hold NaN).
 #define STORE_ROW(off, i, bc, c0, c1) vmovups c0, (%rax); vmovups c1, 64(%rax); add %r9, %rax;
 
   .text
@@ -110,18 +114,38 @@ KERNEL:
 
 .Lstore:
   mov 16(%rdi), %rax
+  // alpha == 1.0f exactly (its bits; the BLAS and every convolution call): x * 1 is x for
+  // every float, NaN and -0 included, so the multiplies are skipped.
+  cmpl $0x3f800000, 48(%rdi)
+  je .Lscaled
   vbroadcastss 48(%rdi), %zmm30
-  vbroadcastss 52(%rdi), %zmm31
   FOR_EACH_ROW(SCALE_BY_ALPHA, 0)
+.Lscaled:
+  vbroadcastss 52(%rdi), %zmm31
   vxorps %xmm14, %xmm14, %xmm14
   vucomiss %xmm14, %xmm31
   jp .Lbeta_general          // beta is NaN: it must propagate, so C is read
-  je .Lbeta_zero
+  je .Lepilogue
 .Lbeta_general:
-  FOR_EACH_ROW(STORE_ROW_BETA, 0)
-  vzeroupper
-  ret
-.Lbeta_zero:
+  FOR_EACH_ROW(ADD_BETA_C, 0)
+  mov 16(%rdi), %rax
+.Lepilogue:
+  mov 56(%rdi), %r10
+  test %r10, %r10
+  jz .Lactivation
+  FOR_EACH_ROW(ADD_ROW_BIAS, 0)
+.Lactivation:
+  mov 64(%rdi), %r10d
+  test %r10d, %r10d
+  jz .Lstore_rows
+  vpxord %zmm14, %zmm14, %zmm14
+  FOR_EACH_ROW(RELU_ROW, 0)
+  cmp $2, %r10d
+  jne .Lstore_rows
+  mov $0x40c00000, %r10d     // 6.0f
+  vpbroadcastd %r10d, %zmm15
+  FOR_EACH_ROW(CLAMP6_ROW, 0)
+.Lstore_rows:
   FOR_EACH_ROW(STORE_ROW, 0)
   vzeroupper
   ret
