@@ -47,6 +47,18 @@ const char *gk_status_string(gk_status s);
 /* This thread's last error message ("" when none). */
 const char *gk_last_error(void);
 
+/* A strided batch of SGEMMs: for i < batch, C_i = alpha op(A_i) op(B_i) + beta C_i with
+ * A_i = a + i * stride_a, B_i = b + i * stride_b, C_i = c + i * stride_c (floats), the other
+ * arguments as cblas_sgemm's. A stride of 0 shares one A or B between the products (a
+ * layer's weights over a batch of inputs); stride_c must keep the C matrices apart. Small
+ * products run side by side, one per thread; larger ones one after another on every
+ * thread. An invalid argument gives GK_ERR_INVALID_ARGUMENT with a message naming it, and
+ * nothing is written; batch 0 does nothing. beta == 0 never reads C, as cblas_sgemm. */
+gk_status gk_sgemm_batch_strided(CBLAS_ORDER order, CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE transb, int64_t m,
+                                 int64_t n, int64_t k, float alpha, const float *a, int64_t lda, int64_t stride_a,
+                                 const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                                 int64_t stride_c, int64_t batch);
+
 /* ------------------------------------------------------------------ convolution
  * 2-D convolution for inference. A plan is made once per layer (it validates the
  * descriptor, picks an algorithm, packs the weights); running it is thread-safe and
