@@ -5,6 +5,9 @@
 // many and short (7 of 0.1 s): this VM's speed changes in phases of a second or more, which
 // 3 rounds of 0.25 s left to chance per point.
 //
+// Then a strided batch (gk_sgemm_batch_strided, 1000 products of 16^3 and 32^3) against
+// loops of cblas_sgemm calls, gemmkit's and OpenBLAS's.
+//
 //   bench_gemm [--rounds=N] [--threads=1,2] [--quick] [--out=DIR] [--openblas=LIB]
 //              [--shapes=LABEL,...]   (only the shapes with these labels, e.g. 512x49x4608,1024)
 //
@@ -155,6 +158,46 @@ int main(int argc, char** argv) {
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
+  // The strided batch (gk_sgemm_batch_strided) of kBatch products of each size against a
+  // loop of cblas_sgemm calls over the same operands, gemmkit's and OpenBLAS's.
+  constexpr int kBatch = 1000;
+  const int batch_sizes[] = {16, 32};
+  std::vector<std::unique_ptr<Operands>> batch_data;
+  std::vector<std::vector<std::string>> batch_groups;
+  auto batch_name = [](int size, int t, const std::string& how) {
+    return "batch/" + std::to_string(kBatch) + "x" + std::to_string(size) + "^3/t" + std::to_string(t) + "/" + how;
+  };
+  for (int size : batch_sizes) {
+    // kBatch products' A, B and C back to back: product i's at i * size^2.
+    batch_data.emplace_back(new Operands({"batch", size * kBatch, size, size, CblasNoTrans, CblasNoTrans}));
+    Operands* d = batch_data.back().get();
+    d->b = d->a;
+    d->c.assign(d->a.size(), 0.0f);
+    for (int t : thread_counts) {
+      batch_groups.emplace_back();
+      for (const Library& lib : libs) {
+        const std::string name = batch_name(size, t, lib.name + "-loop");
+        batch_groups.back().push_back(name);
+        benchmark::RegisterBenchmark(name.c_str(), [size, d, t, lib](benchmark::State& st) {
+          lib.set_threads(t);
+          const int64_t step = int64_t(size) * size;
+          for (auto _ : st)
+            for (int i = 0; i < kBatch; ++i)
+              lib.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, size, size, size, 1.0f, d->a.data() + i * step,
+                        size, d->b.data() + i * step, size, 0.0f, d->c.data() + i * step, size);
+        })->MinTime(0.1)->UseRealTime()->Unit(benchmark::kMicrosecond);
+      }
+      const std::string name = batch_name(size, t, "gemmkit-batch");
+      batch_groups.back().push_back(name);
+      benchmark::RegisterBenchmark(name.c_str(), [size, d, t](benchmark::State& st) {
+        gk_set_num_threads(t);
+        const int64_t step = int64_t(size) * size;
+        for (auto _ : st)
+          gk_sgemm_batch_strided(CblasRowMajor, CblasNoTrans, CblasNoTrans, size, size, size, 1.0f, d->a.data(), size,
+                                 step, d->b.data(), size, step, 0.0f, d->c.data(), size, step, kBatch);
+      })->MinTime(0.1)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    }
+  }
   benchmark::Initialize(&argc, argv);
 
   // samples[name] = seconds per call, one per round.
@@ -169,6 +212,11 @@ int main(int argc, char** argv) {
       }
     }
   std::map<std::string, std::vector<double>> samples = gkbench::run_interleaved(groups, rounds, spinners);
+  for (const auto& g : batch_groups)
+    for (const std::string& name : g)
+      if (name.find("openblas") != std::string::npos) spinners.insert(name);
+  std::map<std::string, std::vector<double>> batch_samples =
+      gkbench::run_interleaved(batch_groups, rounds, spinners);
 
   // ---- report
   std::string cmd = "mkdir -p '" + out_dir + "'";
@@ -222,6 +270,23 @@ int main(int argc, char** argv) {
     table << "\nGeometric mean ratio gemmkit/OpenBLAS: " << std::exp(sum / log_ratios.size())
           << "; lowest: " << worst << "\n";
   }
+  table << "\n## Strided batch: " << kBatch << " products, gk_sgemm_batch_strided against a loop of "
+        << "cblas_sgemm calls (ms per batch, median of rounds)\n\n"
+        << "| products | threads | gemmkit batch | gemmkit loop | OpenBLAS loop | speedup over the faster loop |\n"
+        << "|---|---|---|---|---|---|\n";
+  for (int size : batch_sizes)
+    for (int t : thread_counts) {
+      auto ms = [&](const std::string& how) {
+        const std::vector<double>& v = batch_samples[batch_name(size, t, how)];
+        return v.empty() ? 0.0 : median(v) * 1e3;
+      };
+      const double batch = ms("gemmkit-batch"), own = ms("gemmkit-loop"), ob = ms("openblas-loop");
+      const double faster = ob > 0 ? std::min(own, ob) : own;
+      char row[200];
+      std::snprintf(row, sizeof row, "| %dx%d^3 | %d | %.3f | %.3f | %s | %.2f |\n", kBatch, size, t, batch, own,
+                    ob > 0 ? std::to_string(ob).substr(0, 5).c_str() : "-", batch > 0 ? faster / batch : 0.0);
+      table << row;
+    }
   md << table.str();
   md.close();
   csv.close();
