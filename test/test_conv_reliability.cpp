@@ -597,11 +597,11 @@ TEST(ConvReliabilityAddressSpace, LimitsSteppedDownUntilAllocationsFail) {
 
 // 8 user threads sharing every plan of conv_cases::kPlans (gk threads = 2, oversubscribed
 // on this machine) and calling gk_conv_run, gk_conv_run_with_workspace and cblas_sgemm for
-// GEMMKIT_TEST_SOAK_S seconds (default 5): every output equal, bit for bit, to the serial
+// GEMMKIT_TEST_SOAK_S seconds (default 10): every output equal, bit for bit, to the serial
 // run at one gk thread (the child checks first that 1 and 2 threads agree bit for bit).
 TEST(ConvReliabilityConcurrency, EightUserThreadsTwoGkThreadsEach) {
   const char* env = std::getenv("GEMMKIT_TEST_SOAK_S");
-  const double seconds = env && std::atof(env) > 0 ? std::atof(env) : 5.0;
+  const double seconds = env && std::atof(env) > 0 ? std::atof(env) : 10.0;
   const ChildResult r = run_conv_helper({"soak", std::to_string(seconds)}, {}, static_cast<int>(seconds) + 600);
   ASSERT_EQ(child_failure(r), "");
   std::printf("%s", r.output.c_str());
