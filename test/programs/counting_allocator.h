@@ -11,8 +11,22 @@
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
+
+#include <unistd.h>
+
+// The address space the process maps now, in bytes (the RLIMIT_AS tests' starting point).
+inline long long mapped_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  long long pages = 0;
+  if (f) {
+    if (std::fscanf(f, "%lld", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  return pages * sysconf(_SC_PAGESIZE);
+}
 
 // The allocator runs before ASan has mapped its shadow memory (the dynamic linker
 // allocates while ASan starts): none of it may be instrumented.

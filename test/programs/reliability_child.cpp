@@ -252,16 +252,6 @@ int mode_inject(long fail_at) {
 
 // ---------------------------------------------------------------- rlimit
 
-// The address space the process maps now, in bytes.
-long long mapped_bytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  long long pages = 0;
-  if (f) {
-    if (std::fscanf(f, "%lld", &pages) != 1) pages = 0;
-    std::fclose(f);
-  }
-  return pages * 4096;
-}
 
 // Touches 1 MiB of stack, so that the main thread's stack mapping has grown before the
 // limit is set (growing it under the limit would be a SIGSEGV, whatever the code).
