@@ -295,7 +295,7 @@ TEST(Conv, Gemm1x1BlockedInPlace) {
   // than one panel group and pixel chunk; 2805 channels, and as many as this machine's L2
   // needs: a panel's weights past half of L2, so K blocks accumulating in the output (the
   // last one partial). Strided ones: im2col chunks (pointwise) or the subsampled copy (GEMM).
-  const int64_t past_half_l2 = gk::l2_bytes_or(256 << 10) / 2 / (24 * 4) + 9;  // rows of panels 24+ wide
+  const int64_t past_half_l2 = gk::caches().l2 / 2 / (24 * 4) + 9;  // rows of panels 24+ wide
   const Case cases[] = {{2, 20, 5, 7, 13, 1, 1},  {1, 400, 7, 9, 203, 2, 2}, {1, 8, 3, 3, 8, 1, 1},
                         {2, 33, 11, 6, 64, 2, 3}, {1, 17, 9, 5, 30, 1, 1},   {1, 2805, 3, 5, 20, 1, 1},
                         {1, past_half_l2, 2, 3, 20, 1, 1}};
@@ -332,7 +332,7 @@ TEST(Conv, Im2colBlockedInPlace) {
       {1, 3, 64, 40, 40, 7, 7, 2, 2, 3, 3, 3, 3, 1},    {1, 4, 9, 11, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1},
       {1, 3, 7, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},
       // The weights past half of this machine's L2 (the fixed ones above assume 512 KiB).
-      {1, gk::l2_bytes_or(256 << 10) / 2 / (9 * 64 * 4) + 9, 4, 5, 60, 3, 3, 1, 1, 1, 1, 1, 1, 1}};
+      {1, gk::caches().l2 / 2 / (9 * 64 * 4) + 9, 4, 5, 60, 3, 3, 1, 1, 1, 1, 1, 1, 1}};
   std::vector<gk_conv_desc> descs;
   for (const Case& k : cases) {
     gk_conv_desc d;

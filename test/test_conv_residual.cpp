@@ -85,7 +85,7 @@ std::vector<gk_conv_desc> small_shapes() {
 // against KC), and the NCHW8 pointwise kernels' weights past half of L2, in place (1x1)
 // and on im2col chunks (3x3), which accumulate in the output block by block.
 std::vector<gk_conv_desc> large_k_shapes() {
-  const int64_t half_l2 = gk::l2_bytes_or(256 << 10) / 2;
+  const int64_t half_l2 = gk::caches().l2 / 2;
   const int64_t in_place = half_l2 / (24 * 4) + 9, gathered = half_l2 / (9 * 64 * 4) + 9;
   return {conv(1, 320, 6, 7, 20, 3, 1, 1), conv(1, in_place, 1, 5, 13, 1, 1, 0), conv(1, gathered, 4, 5, 60, 3, 1, 1)};
 }

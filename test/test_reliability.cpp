@@ -115,14 +115,14 @@ TEST(ReliabilityCases, TheShapesTakeEveryPath) {
   for (const char* kernel : kernels()) {
     ASSERT_EQ(gk_set_kernel(kernel), GK_OK);
     const gk::KernelConfig& cfg = gk::active_config();
-    tiny_possible |= gk::tiny_serves(cfg, 1, 1, 1);
-    in_place_possible |= cfg.kernel->pointwise[0].fn != nullptr;
+    tiny_possible |= cfg.paths.tiny_blocks;
+    in_place_possible |= cfg.paths.in_place_a_kernels;
     for (int threads : {1, 2}) {
       gk_set_num_threads(threads);
       for (const Shape& s : shapes())
         for (const Call& c : reliability::kCalls) {
-          const Internal in = internal_problem(s, c);
-          taken.insert(gk::choose_path(in.p, in.a, in.b, cfg).path);
+          ASSERT_TRUE(run_checked(s, c, 1.0f, 0.0f, 0, false));
+          taken.insert(gk::last_gemm_path());
         }
     }
   }
@@ -133,6 +133,32 @@ TEST(ReliabilityCases, TheShapesTakeEveryPath) {
   if (tiny_possible) expected.insert({gk::GemmPath::Tiny, gk::GemmPath::TinyNarrow});
   if (in_place_possible) expected.insert(gk::GemmPath::InPlaceA);
   for (gk::GemmPath path : expected) EXPECT_TRUE(taken.count(path)) << "no shape takes the " << gk::path_name(path) << " path";
+  EXPECT_FALSE(taken.count(gk::GemmPath::NoHeap)) << "a call fell back with memory to spare";
+}
+
+// GEMMKIT_VERBOSE=1 says, once per call shape, which path ran, on which kernel, blocking
+// and threads, and why; past 64 shapes it says once that the rest are not shown.
+TEST(ReliabilityVerbose, OneLinePerCallShapeRateLimited) {
+  const ChildResult few = run_helper({"verbose", "3"}, {"GEMMKIT_VERBOSE=1"});
+  ASSERT_EQ(child_failure(few), "");
+  EXPECT_EQ(count_of(few.output, "gemmkit: sgemm "), 5) << few.output;
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(count_of(few.output, "sgemm 8x" + std::to_string(8 + i) + "x8 (m x n x k, row-stored): path "), 1)
+        << few.output;
+  EXPECT_EQ(count_of(few.output, ", 1 thread: "), 3) << few.output;
+  const std::string kernel = std::string(", kernel ") + gk_kernel_name() + " ";
+  EXPECT_EQ(count_of(few.output, kernel), 5) << few.output;
+  EXPECT_EQ(count_of(few.output, "1x300x300 (m x n x k, row-stored): path gemv-rows"), 1) << few.output;
+  EXPECT_EQ(count_of(few.output, "400x400x400 (m x n x k, row-stored, B transposed): path packed-"), 1) << few.output;
+  EXPECT_EQ(count_of(few.output, "2 threads: M "), 1) << few.output;  // the reason follows
+  EXPECT_EQ(count_of(few.output, "further shapes not shown"), 0) << few.output;
+  const ChildResult many = run_helper({"verbose", "70"}, {"GEMMKIT_VERBOSE=1"});
+  ASSERT_EQ(child_failure(many), "");
+  EXPECT_EQ(count_of(many.output, "gemmkit: sgemm "), 64) << many.output;
+  EXPECT_EQ(count_of(many.output, "further shapes not shown"), 1) << many.output;
+  const ChildResult quiet = run_helper({"verbose", "3"});
+  ASSERT_EQ(child_failure(quiet), "");
+  EXPECT_EQ(count_of(quiet.output, "gemmkit:"), 0) << quiet.output;
 }
 
 // The column panels, computed per call now rather than listed in a vector (a call
@@ -194,12 +220,15 @@ TEST(ReliabilityNoHeap, EveryShapeLayoutAndTransposeWithoutScratch) {
           // Every path needs memory but a GEMV (in some forms) and the tiny paths on a B
           // whose rows are contiguous.
           const Internal in = internal_problem(s, c);
-          const gk::GemmPath path = gk::choose_path(in.p, in.a, in.b, gk::active_config()).path;
+          const gk::GemmPath path = gk::choose_gemm_path(in.p, in.a, in.b, gk::active_config()).path;
           const bool may_need_none = path == gk::GemmPath::GemvColumns || path == gk::GemmPath::GemvRows ||
                                      ((path == gk::GemmPath::Tiny || path == gk::GemmPath::TinyNarrow) && in.b.cs == 1);
           const int64_t fell_back = gk::no_heap_fallbacks() - before;
-          if (fell_back > 1 || (!may_need_none && fell_back != 1))
-            return std::string(s.name) + " (" + gk::path_name(path) + "): " + std::to_string(fell_back) + " fallbacks";
+          const gk::GemmPath ran = gk::last_gemm_path();
+          if (fell_back > 1 || (!may_need_none && (fell_back != 1 || ran != gk::GemmPath::NoHeap)) ||
+              (may_need_none && ran != (fell_back ? gk::GemmPath::NoHeap : path)))
+            return std::string(s.name) + " (" + gk::path_name(path) + ", ran " + gk::path_name(ran) +
+                   "): " + std::to_string(fell_back) + " fallbacks";
         }
     }
     return std::string();

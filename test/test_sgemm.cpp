@@ -54,6 +54,11 @@ std::string describe(const Case& c) {
 
 const float kAlphas[] = {0.0f, 1.0f, -1.5f};
 const float kBetas[] = {0.0f, 1.0f, 0.5f};
+#if defined(__x86_64__)
+constexpr bool kHasTinyBlocks = true;  // the tiny paths' vector blocks (src/gemm/tiny.cpp)
+#else
+constexpr bool kHasTinyBlocks = false;
+#endif
 
 // Dimension values worth testing for a kernel and its blocking: tiny, primes, around MR
 // and NR multiples, around MC and KC.
@@ -167,7 +172,7 @@ TEST(Sgemm, MatrixVectorShapes) {
 // other layouts take the packed paths. Every transpose and layout, R from 2 to
 // kGemvMaxVectors, rows and columns with tails, 1 and 2 threads.
 TEST(Sgemm, FewRowsOrColumnsAgainstALargeMatrix) {
-  const int64_t l2 = gk::cpu().l2_bytes > 0 ? gk::cpu().l2_bytes : int64_t{512} << 10;
+  const int64_t l2 = gk::caches().l2;
   const int64_t k = 1031;
   std::vector<int64_t> vector_counts = {2, 3, 5, 8, 12, gk::kGemvMaxVectors};
   if (gktest::quick()) vector_counts = {2, 5, 12};
@@ -207,7 +212,8 @@ TEST(Driver, TinyBlockingManyBlocksWithEpilogue) {
         p.c = c.data(), p.rs_c = n;
         p.epilogue.bias = bias.data(), p.epilogue.bias_mode = gk::BiasMode::PerRow;
         p.epilogue.act = gk::Activation::Relu;
-        const gk::KernelConfig cfg{&ker, 2 * ker.mr, kc, 2 * ker.nr};
+        gk::KernelConfig cfg = gk::derive_blocking(ker);
+        cfg.mc = 2 * ker.mr, cfg.kc = kc, cfg.nc = 2 * ker.nr;
         gk::gemm_packed(p, cfg, threads);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
@@ -224,34 +230,42 @@ TEST(Driver, TinyBlockingManyBlocksWithEpilogue) {
 // The in-place-A path (src/gemm/in_place_a.cpp): few columns, A's rows read in place by
 // the pointwise kernels. Rows past the last whole 4- and 6-row tile (one-row calls) and
 // across the 12-row thread shares, columns around the 8/16/24-wide panels up to the limit,
-// K at its lower bound (max(128, 2N)), odd, and over two KC blocks (balanced halves, not
-// multiples of 8); row-major A (B plain or transposed) and column-major with B's rows as
-// the inner A; ld padding, alpha/beta with NaN C, 1 and 2 threads, each kernel. Where the
-// kernel has pointwise kernels the path must serve every shape here (else the packed path
-// runs them, checked alike; with AVX-512 only past 8 columns).
+// K at its lower bound (max(128, 2N)), odd, over two KC blocks (balanced halves, not
+// multiples of 8), and long enough that the product is past the small paths' size;
+// row-major A (B plain or transposed) and column-major with B's rows as the inner A; ld
+// padding, alpha/beta with NaN C, 1 and 2 threads, each kernel. Where the kernel has
+// pointwise kernels (with AVX-512, past 8 columns) every case runs the path but those
+// small enough for the tiny or small path, which choose_gemm_path tries first, and every
+// M x N runs it with some K; elsewhere none does.
 TEST(Sgemm, InPlaceAEveryRowAndColumnEdge) {
   const std::vector<int64_t> columns =
       gktest::quick() ? std::vector<int64_t>{2, 9, 25, 49} : std::vector<int64_t>{2, 8, 9, 16, 17, 24, 25, 32, 33, 40, 49, 57, 72, 100, 256};
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
     const gk::KernelConfig cfg = gk::derive_blocking(ker);
+    const double small = cfg.paths.small_multiply_adds;
     int index = 0;
     for (int64_t n : columns)
-      for (int64_t m : {12, 23, 61})
-        for (int64_t k : {std::max<int64_t>(128, 2 * n) + 3, 2 * cfg.kc + 3}) {
+      for (int64_t m : {12, 23, 61}) {
+        bool ran_in_place = false;
+        for (int64_t k : {std::max<int64_t>(128, 2 * n) + 3, 2 * cfg.kc + 3,
+                          std::max<int64_t>(128, std::max<int64_t>(2 * n, int64_t(small / double(m * n)))) + 3}) {
           const int pick = index++;
           const bool rm = pick % 3 != 2, tb = pick % 2 == 1;
           Case c{m, n, k, rm, false, tb && rm, kAlphas[1 + pick % 2], kBetas[pick % 3], int64_t(pick % 4 == 0 ? 3 : 0)};
           if (!rm) std::swap(c.m, c.n);  // column-major: C^T = B^T A^T, B's rows are the inner A
-          // What the driver sees: m x n row-stored C, A's rows contiguous along K.
-          gk::GemmProblem p;
-          p.m = m, p.n = n, p.k = k;
-          const gk::MatrixView a{nullptr, k + c.extra_ld, 1};
           const bool avx512_few_columns = ker.simd == gk::SimdLevel::Avx512 && n <= 8;  // the packed path's
-          EXPECT_EQ(gk::in_place_a_serves(gk::active_config(), p, a), ker.pointwise[0].fn != nullptr && !avx512_few_columns)
-              << describe(c);
+          const bool expected = cfg.paths.in_place_a_kernels && !avx512_few_columns;
           gk_set_num_threads(1 + pick % 2);
           ASSERT_TRUE(run_case(c, /*fortran=*/!rm && pick % 4 == 1));
+          const gk::GemmPath ran = gk::last_gemm_path();
+          const bool small_path = (ran == gk::GemmPath::Tiny || ran == gk::GemmPath::Small) && double(m) * n * k <= small;
+          ran_in_place |= ran == gk::GemmPath::InPlaceA;
+          EXPECT_TRUE(expected ? ran == gk::GemmPath::InPlaceA || small_path : ran != gk::GemmPath::InPlaceA)
+              << describe(c) << " ran " << gk::path_name(ran);
         }
+        const bool expected = cfg.paths.in_place_a_kernels && !(ker.simd == gk::SimdLevel::Avx512 && n <= 8);
+        EXPECT_EQ(ran_in_place, expected) << ker.name << " " << m << " x " << n << ": whether some K ran the in-place-A path";
+      }
     gk_set_num_threads(0);
   });
 }
@@ -308,35 +322,34 @@ TEST(Sgemm, TinyPathEveryBlockEdge) {
       const int pick = index++;
       const Case c{m, n, k, pick % 2 == 0, pick / 2 % 2 == 1, pick / 4 % 2 == 1, kAlphas[1 + pick % 2],
                    kBetas[pick / 3 % 3], int64_t(pick % 5 == 0 ? 3 : 0)};
-#if defined(__x86_64__)
-      ASSERT_EQ(gk::tiny_serves(gk::active_config(), m, n, k), ker.simd != gk::SimdLevel::Baseline) << describe(c);
-#else
-      (void)ker;
-      ASSERT_FALSE(gk::tiny_serves(gk::active_config(), m, n, k));
-#endif
       ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 7 == 0));
+      // One row or column of C streams the other operand (GEMV) on every ISA.
+      const gk::GemmPath ran = gk::last_gemm_path();
+      if (m == 1 || n == 1)
+        EXPECT_TRUE(ran == gk::GemmPath::GemvRows || ran == gk::GemmPath::GemvColumns) << describe(c) << " ran " << gk::path_name(ran);
+      else
+        EXPECT_EQ(ran == gk::GemmPath::Tiny, kHasTinyBlocks && ker.simd != gk::SimdLevel::Baseline)
+            << describe(c) << " ran " << gk::path_name(ran);
     }
   });
   gk_set_num_threads(0);
 }
 
-// Few columns at any M (tiny_serves_narrow): the unpacked path with its 4-row blocks split
-// between threads, every column count mod 8 up to one block, K short and long, each
-// layout and transpose by turns, 1 and 2 threads.
+// Few columns at any M (the tiny-narrow path): the unpacked path with its 4-row blocks
+// split between threads, every column count mod 8 up to one block, K short and long, each
+// layout and transpose by turns, 1 and 2 threads. A case the path does not run took one
+// that choose_gemm_path tries first (GEMV, tiny on one thread, A in place); at least a
+// third of the cases run it where the tiny blocks exist, none elsewhere.
 TEST(Sgemm, NarrowProductsManyRowsAnyThreads) {
   const bool q = gktest::quick();
   const int64_t m = q ? 203 : 1001;
   int index = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    const bool tiny_blocks = kHasTinyBlocks && ker.simd != gk::SimdLevel::Baseline;
+    int cases = 0, narrow = 0;
     for (int64_t n : {2, 7, 11, 17, 24})
       for (int64_t k : {5, 108, q ? 150 : 333}) {
         const int pick = index++;
-#if defined(__x86_64__)
-        ASSERT_EQ(gk::tiny_serves_narrow(gk::active_config(), n, k), ker.simd != gk::SimdLevel::Baseline);
-#else
-        (void)ker;
-        ASSERT_FALSE(gk::tiny_serves_narrow(gk::active_config(), n, k));
-#endif
         gk_set_num_threads(1 + pick % 2);
         Case c{m, n, k, true, pick % 3 != 0, pick % 4 == 1, kAlphas[1 + pick % 2], kBetas[pick % 3], int64_t(pick % 5 == 0 ? 3 : 0)};
         if (pick % 6 == 5) {  // column-major: the row-stored problem is C^T = B^T A^T, n columns
@@ -345,7 +358,16 @@ TEST(Sgemm, NarrowProductsManyRowsAnyThreads) {
           std::swap(c.ta, c.tb);
         }
         ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 4 == 0));
+        const gk::GemmPath ran = gk::last_gemm_path();
+        ++cases, narrow += ran == gk::GemmPath::TinyNarrow;
+        const bool tried_first = ran == gk::GemmPath::GemvColumns || ran == gk::GemmPath::GemvRows ||
+                                 ran == gk::GemmPath::Tiny || ran == gk::GemmPath::InPlaceA;
+        EXPECT_TRUE(tiny_blocks ? ran == gk::GemmPath::TinyNarrow || tried_first : ran != gk::GemmPath::TinyNarrow)
+            << describe(c) << " ran " << gk::path_name(ran);
       }
+    if (tiny_blocks) {
+      EXPECT_GE(3 * narrow, cases) << ker.name << ": the tiny-narrow path ran " << narrow << " of " << cases;
+    }
   });
   gk_set_num_threads(0);
 }

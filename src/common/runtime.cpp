@@ -31,8 +31,7 @@ static CpuInfo detect_cpu() {
     } catch (const std::bad_alloc&) {
     }
   }
-  // cpuinfo reports a made-up or missing hierarchy under emulation; callers treat 0 (and
-  // implausible sizes) as "unknown" and fall back to the kernel's defaults.
+  // cpuinfo reports a made-up or missing hierarchy under emulation: caches() judges them.
   if (cpuinfo_get_l1d_caches_count() > 0) info.l1d_bytes = cpuinfo_get_l1d_cache(0)->size;
   if (cpuinfo_get_l2_caches_count() > 0) info.l2_bytes = cpuinfo_get_l2_cache(0)->size;
   if (cpuinfo_get_l3_caches_count() > 0) info.l3_bytes = cpuinfo_get_l3_cache(0)->size;
@@ -51,6 +50,29 @@ static CpuInfo detect_cpu() {
 const CpuInfo& cpu() {
   static const CpuInfo info = detect_cpu();
   return info;
+}
+
+namespace {
+struct CacheLevel {
+  int64_t bytes;
+  bool detected;
+};
+CacheLevel plausible_or(int64_t reported, int64_t lo, int64_t hi, int64_t fallback) {
+  const bool ok = reported >= lo && reported <= hi;
+  return {ok ? reported : fallback, ok};
+}
+CacheSizes detect_caches() {
+  const CpuInfo& c = cpu();
+  const CacheLevel l1d = plausible_or(c.l1d_bytes, 16 << 10, 1 << 20, 32 << 10);
+  const CacheLevel l2 = plausible_or(c.l2_bytes, 64 << 10, 64 << 20, 256 << 10);
+  const CacheLevel l3 = plausible_or(c.l3_bytes, 1 << 20, int64_t{1} << 30, 8 << 20);
+  return {l1d.bytes, l2.bytes, l3.bytes, l1d.detected, l2.detected, l3.detected};
+}
+}  // namespace
+
+const CacheSizes& caches() {
+  static const CacheSizes sizes = detect_caches();
+  return sizes;
 }
 
 // ---------------------------------------------------------------- environment
@@ -183,10 +205,12 @@ void set_scratch_growth_limit(int64_t bytes) { g_scratch_growth_limit.store(byte
 namespace {
 std::atomic<int64_t> g_no_heap_fallbacks{0};
 std::atomic<bool> g_no_heap_said{false};
+thread_local int64_t t_no_heap_fallbacks = 0;
 }  // namespace
 
 void note_no_heap_fallback(const char* what, int64_t floats) {
   g_no_heap_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  ++t_no_heap_fallbacks;
   if (!verbose() || g_no_heap_said.exchange(true)) return;
   char cause[160];
   if (floats > 0) {
@@ -199,6 +223,7 @@ void note_no_heap_fallback(const char* what, int64_t floats) {
 }
 
 int64_t no_heap_fallbacks() { return g_no_heap_fallbacks.load(std::memory_order_relaxed); }
+int64_t thread_no_heap_fallbacks() { return t_no_heap_fallbacks; }
 
 // ---------------------------------------------------------------- threads and fork safety
 

@@ -9,7 +9,8 @@
 
 namespace gk {
 
-// What the CPU offers, detected once (cpuinfo). Cache sizes are 0 when unknown (VMs, qemu).
+// What the CPU offers, detected once (cpuinfo). Cache sizes as reported (0: none); the
+// blocking reads caches().
 struct CpuInfo {
   std::string model;  // package name as cpuinfo reports it
   int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
@@ -19,10 +20,14 @@ struct CpuInfo {
   bool arm_neon = false;
 };
 const CpuInfo& cpu();
-// The L2 (L1d) size cpuinfo reports, or `fallback` where it reports none or an implausibly
-// small one (VMs, qemu): the one place that rule lives.
-inline int64_t l2_bytes_or(int64_t fallback) { return cpu().l2_bytes >= (64 << 10) ? cpu().l2_bytes : fallback; }
-inline int64_t l1d_bytes_or(int64_t fallback) { return cpu().l1d_bytes >= (16 << 10) ? cpu().l1d_bytes : fallback; }
+// The cache sizes blocking and thresholds are derived from: cpuinfo's where plausible, else
+// a typical size (cpuinfo reports nothing, or a made-up hierarchy, under VMs and qemu; a
+// smaller guess only costs speed, a larger one cache misses). The one place that rule lives.
+struct CacheSizes {
+  int64_t l1d, l2, l3;  // bytes
+  bool l1d_detected, l2_detected, l3_detected;
+};
+const CacheSizes& caches();
 
 // Integer from the environment, or `fallback` when unset or not a number.
 int64_t env_int(const char* name, int64_t fallback);
@@ -54,6 +59,7 @@ void set_scratch_growth_limit(int64_t bytes);
 // (no_heap_fallbacks, for tests), and said once per process under GEMMKIT_VERBOSE=1.
 void note_no_heap_fallback(const char* what, int64_t floats);
 int64_t no_heap_fallbacks();
+int64_t thread_no_heap_fallbacks();  // the calling thread's
 
 // Thread policy. max_threads(): the user's setting. threads_for(work): how many threads
 // a call with `flops` floating-point operations should use right now, respecting

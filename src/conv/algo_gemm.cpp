@@ -229,7 +229,7 @@ class BlockedImageB final : public BPacker {
 
 // The im2col tile (the driver's NC) that keeps a tile's packed panels in half of L2.
 int64_t default_tile(const Shape& s, const KernelConfig& cfg) {
-  const int64_t l2 = l2_bytes_or(256 << 10);
+  const int64_t l2 = caches().l2;
   const int64_t nr = cfg.kernel->nr;
   const int64_t tile = l2 / 2 / (std::min(cfg.kc, s.k_gemm) * 4) / nr * nr;
   return std::max<int64_t>(nr, std::min(cfg.nc, tile));

@@ -405,7 +405,7 @@ int64_t tile_unit(const Shape& s) {
 template <int M>
 Blocking blocking(const Shape& s, int64_t nr, int64_t mr, int64_t nr_tiles) {
   constexpr int64_t A2 = (M + 2) * (M + 2);
-  const int64_t l2 = cpu().l2_bytes >= (128 << 10) ? cpu().l2_bytes : (256 << 10);
+  const int64_t l2 = caches().l2;
   const int64_t oc = round_up(s.d.out_channels, mr), ic = s.d.in_channels;
   const int64_t icb = std::min(ic, std::max<int64_t>(16, env_int("GEMMKIT_WINOGRAD_IC_BLOCK", l2 / 4 / (nr * 4))));
   const int64_t panels_all = ceil_div(ceil_div(s.oh, M) * ceil_div(s.ow, M), nr);

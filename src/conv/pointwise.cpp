@@ -33,8 +33,6 @@ namespace gk {
 namespace conv {
 namespace {
 
-int64_t l1_bytes() { return l1d_bytes_or(32 << 10); }
-int64_t l2_bytes() { return l2_bytes_or(256 << 10); }
 bool in_place(const Shape& s) {
   const gk_conv_desc& d = s.d;
   return d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 && !d.pad_top && !d.pad_left &&
@@ -58,7 +56,7 @@ constexpr int64_t kMaxPanelWidth = kMaxPointwiseNr;
 // ms), gathering each chunk 11 times and streaming a 221 KiB panel from L2 per 4 pixels.
 bool weights_fit(const Shape& s, int64_t panel_width) {
   const int64_t columns = in_place(s) ? panel_width : round_up(s.d.out_channels, 8);
-  return weight_rows(s) * columns * 4 <= l2_bytes() / 2 || (!in_place(s) && s.d.in_channels < 8);
+  return weight_rows(s) * columns * 4 <= caches().l2 / 2 || (!in_place(s) && s.d.in_channels < 8);
 }
 
 }  // namespace
@@ -124,13 +122,13 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   }
 
   min_groups_ = std::min<int64_t>(static_cast<int64_t>(panels_.size()),
-                                  ceil_div(k_rows_ * padded * 4, l2_bytes() / 2));
+                                  ceil_div(k_rows_ * padded * 4, caches().l2 / 2));
   // A multiple of 12 pixels, so both the 4- and the 6-pixel kernels tile a chunk exactly.
   int64_t widest = 8;
   for (const Panel& p : panels_) widest = std::max<int64_t>(widest, p.nr);
   if (weights_fit(s, widest)) {
     k_block_ = k_rows_;
-    const int64_t budget = gathers() ? l2_bytes() / 4 : l1_bytes() / 2;
+    const int64_t budget = gathers() ? caches().l2 / 4 : caches().l1d / 2;
     chunk_pixels_ = std::clamp<int64_t>(budget / (round_up(k_rows_, 8) * 4) / 12 * 12, 12, 480);
   } else {
     // K blocks whose panel weights (rows x the widest panel x 4 B) take half of L1 (AVX2,
@@ -140,10 +138,10 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
     // rows: 256->256 28x28 1.95 -> 1.81 / 1.67 -> 1.45, 512->512 14x14 2.99 -> 2.54 / 1.86
     // -> 1.52, 256->512 14x14 1.18 -> 1.02 / 0.86 -> 0.70). Balanced, whole 8-row blocks; a
     // chunk's rows of one K block take half of L2.
-    const int64_t budget = kernel.simd == SimdLevel::Avx512 ? l2_bytes() / 16 : l1_bytes() / 2;
+    const int64_t budget = kernel.simd == SimdLevel::Avx512 ? caches().l2 / 16 : caches().l1d / 2;
     const int64_t max_rows = std::max<int64_t>(8, budget / (widest * 4) / 8 * 8);
     k_block_ = round_up(ceil_div(k_rows_, ceil_div(k_rows_, max_rows)), 8);
-    chunk_pixels_ = std::clamp<int64_t>(l2_bytes() / 2 / (k_block_ * 4) / 12 * 12, 12, 1020);
+    chunk_pixels_ = std::clamp<int64_t>(caches().l2 / 2 / (k_block_ * 4) / 12 * 12, 12, 1020);
   }
 }
 

@@ -16,12 +16,6 @@ namespace {
 
 int64_t round_down_to(int64_t v, int64_t step) { return std::max(step, v / step * step); }
 
-// cpuinfo reports nothing (0) or a made-up hierarchy under VMs and qemu; sizes outside
-// what real CPUs have are treated as unknown.
-int64_t plausible(int64_t bytes, int64_t lo, int64_t hi) {
-  return (bytes >= lo && bytes <= hi) ? bytes : 0;
-}
-
 }  // namespace
 
 // Blocking (BLIS analytical model, refined by measurement with perf/bench_gemm):
@@ -32,15 +26,13 @@ int64_t plausible(int64_t bytes, int64_t lo, int64_t hi) {
 //  - NC: the KC x NC packed B block takes half of L3, at most 4096 columns.
 // Defaults from the kernel table when a level is unknown; GEMMKIT_MC/KC/NC override.
 KernelConfig derive_blocking(const KernelInfo& kernel) {
-  const CpuInfo& c = cpu();
-  const int64_t l1 = plausible(c.l1d_bytes, 8 << 10, 1 << 20);
-  const int64_t l2 = plausible(c.l2_bytes, 64 << 10, 64 << 20);
-  const int64_t l3 = plausible(c.l3_bytes, 1 << 20, 1 << 30);
-  KernelConfig cfg{&kernel, kernel.default_mc, kernel.default_kc, kernel.default_nc};
-  if (l1) cfg.kc = std::clamp<int64_t>(round_down_to(kernel.default_kc * l1 / (32 << 10), 8), 64, 1024);
-  if (l2) cfg.mc = std::clamp<int64_t>(round_down_to(l2 / 2 / (cfg.kc * 4), kernel.mr),
+  const CacheSizes& c = caches();
+  const int64_t l1 = c.l1d, l2 = c.l2, l3 = c.l3;
+  KernelConfig cfg{&kernel, kernel.default_mc, kernel.default_kc, kernel.default_nc, path_limits(kernel)};
+  if (c.l1d_detected) cfg.kc = std::clamp<int64_t>(round_down_to(kernel.default_kc * l1 / (32 << 10), 8), 64, 1024);
+  if (c.l2_detected) cfg.mc = std::clamp<int64_t>(round_down_to(l2 / 2 / (cfg.kc * 4), kernel.mr),
                                        kernel.mr, 2048);
-  if (l3) cfg.nc = std::clamp<int64_t>(round_down_to(l3 / 2 / (cfg.kc * 4), kernel.nr),
+  if (c.l3_detected) cfg.nc = std::clamp<int64_t>(round_down_to(l3 / 2 / (cfg.kc * 4), kernel.nr),
                                        kernel.nr, 4096 / kernel.nr * kernel.nr);
   cfg.mc = round_down_to(env_int("GEMMKIT_MC", cfg.mc), kernel.mr);
   cfg.kc = std::max<int64_t>(1, env_int("GEMMKIT_KC", cfg.kc));

@@ -138,10 +138,26 @@ struct GemmProblem {
   Epilogue epilogue;
 };
 
-// The kernel in use and the blocking derived for it.
+// Where sgemm_rowstored's paths hand over (choose_gemm_path, src/gemm/path.cpp, which says
+// what measured each limit), for one kernel on this machine's caches.
+struct PathLimits {
+  bool tiny_blocks = false;           // the tiny paths' vector blocks run this kernel's ISA
+  double small_multiply_adds = 0;     // tiny and small: at most this many, one thread
+  int64_t small_max_k = 0;            // small: its MR x K A micro-panel stays in L1
+  int64_t narrow_max_columns = 0;     // tiny-narrow: one block of columns
+  int64_t narrow_max_b_bytes = 0;     // tiny-narrow: B stays in half of L2
+  int64_t gemv_min_matrix_bytes = 0;  // GEMV of several vectors: the matrix is past L2
+  bool in_place_a_kernels = false;    // pointwise kernels that can read A in place
+  int64_t in_place_a_min_columns = 0; // below, the packed path wins (AVX-512's 8-wide kernel)
+  int64_t in_place_a_max_staged = 0;  // floats of the staged C'
+};
+PathLimits path_limits(const KernelInfo& kernel);
+
+// The kernel in use, the blocking derived for it and its paths' limits.
 struct KernelConfig {
   const KernelInfo* kernel;
   int64_t mc, kc, nc;
+  PathLimits paths;
 };
 const KernelConfig& active_config();
 // The kernel convolutions run on: the active one, or, when it cannot run NCHW8 in place (no
@@ -291,49 +307,50 @@ void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads, con
 // Whether gemm_packed packs B panels just before use (all of M in one MC block) rather
 // than a shared B block.
 inline bool packs_b_per_panel(const GemmProblem& p, const KernelConfig& cfg) { return p.m <= cfg.mc; }
-// Few columns and long rows of A (its rows contiguous along K): the ISA's pointwise
-// kernels read A in place instead of packing it (src/gemm/in_place_a.cpp). p.a is `a`.
+// The paths sgemm_rowstored chooses among (choose_gemm_path, src/gemm/path.cpp). Each runs
+// a problem whose choice named it and returns false when its buffers could not be had
+// (nothing written); the caller then runs gemm_no_heap.
+//
+// Few columns and long rows of A (its rows contiguous along K): the ISA's pointwise kernels
+// read A in place instead of packing it (src/gemm/in_place_a.cpp). p.a is `a`. Rows are
+// shared among threads in multiples of kInPlaceARowUnit (every pointwise MR divides it).
 constexpr int64_t kInPlaceAMaxColumns = 256;
-bool in_place_a_serves(const KernelConfig& cfg, const GemmProblem& p, const MatrixView& a);
+constexpr int64_t kInPlaceARowUnit = 12;
 bool gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConfig& cfg, int threads);
 // The no-pack path for small problems (one thread): B is read in place when it has unit
 // column stride, A is packed one micro-panel at a time.
 bool gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
                 const KernelConfig& cfg);
-// Whether a problem of this size takes the no-pack path: at most kSmallMultiplyAdds, K <= 1024.
-constexpr double kSmallMultiplyAdds = 96.0 * 96 * 96;
-bool prefers_small_path(int64_t m, int64_t n, int64_t k);
-
-// Small problems (at most kSmallMultiplyAdds, any K, one thread) and problems of at most
-// kTinyNarrowColumns columns whose B stays in half of L2 (any M, any threads), without
-// packing (src/gemm/tiny.cpp): C = alpha * A B + beta * C straight from the operands, with
-// kernels of AVX2 or wider on x86-64. Elsewhere the no-pack and packed paths serve.
+// C = alpha * A B + beta * C straight from the operands, nothing packed (src/gemm/tiny.cpp):
+// x86-64 with AVX2 or wider. `simd`: the active kernel's level; AVX-512 runs 16-float
+// vectors.
 constexpr int64_t kTinyNarrowColumns = 24;
-bool tiny_serves(const KernelConfig& cfg, int64_t m, int64_t n, int64_t k);
-bool tiny_serves_narrow(const KernelConfig& cfg, int64_t n, int64_t k);
-// `simd`: the active kernel's level; AVX-512 runs 16-float vectors.
 bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
                float beta, float* c, int64_t rs_c, int threads, SimdLevel simd);
-
 // Matrix times a few vectors: Y(i, r) = alpha * sum_j M(i, j) X(j, r) + beta * Y(i, r) for
 // i < rows, j < cols, r < vectors, where X is a cols x vectors view and Y(i, r) is
-// y[i * incy + r * ldy]. A GEMM with one output column (or row) is one vector; with up to
-// kGemvMaxVectors it is several, when M's columns are contiguous and M outgrows L2
-// (gemv_serves).
+// y[i * incy + r * ldy]. Up to kGemvMaxVectors vectors.
 constexpr int64_t kGemvMaxVectors = 16;
-bool gemv_serves(int64_t rows, int64_t cols, const MatrixView& mat, int64_t vectors);
 bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
           const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads);
 
-// The path sgemm_rowstored takes for a problem (PlainA / PlainB on views a and b), and on
-// how many threads: chosen here only.
-enum class GemmPath { GemvColumns, GemvRows, Tiny, Small, InPlaceA, TinyNarrow, PackedPerPanel, PackedSharedB };
-struct PathChoice {
+// The path sgemm_rowstored takes for a problem (PlainA / PlainB on views a and b), on how
+// many threads, and why (one sentence, static): chosen here only. NoHeap is never chosen:
+// it is what ran when the chosen path could not have its buffers; QuickReturn, a call with
+// nothing to multiply (m or n 0, alpha 0 or k 0: C = beta C).
+enum class GemmPath {
+  GemvColumns, GemvRows, Tiny, Small, InPlaceA, TinyNarrow, PackedPerPanel, PackedSharedB, NoHeap, QuickReturn
+};
+struct GemmPathChoice {
   GemmPath path;
   int threads;
+  const char* reason;
 };
-PathChoice choose_path(const GemmProblem& p, const MatrixView& a, const MatrixView& b, const KernelConfig& cfg);
+GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
+                                const KernelConfig& cfg);
 const char* path_name(GemmPath path);
+// The path the calling thread's last sgemm_rowstored ran (tests assert it).
+GemmPath last_gemm_path();
 
 // The whole internal SGEMM on strided views (row-stored C): quick returns, alpha == 0,
 // and the choice between GEMV, no-pack and packed paths. Arguments already validated.

@@ -272,23 +272,6 @@ GemvImpl gemv_impl() {
 
 }  // namespace
 
-bool gemv_serves(int64_t rows, int64_t cols, const MatrixView& mat, int64_t vectors) {
-  if (vectors == 1) return true;
-  // Several vectors stream the matrix's columns down their rows: the columns must be
-  // contiguous and long enough for whole vector steps (6x6x100000 would run on scalars).
-  constexpr int64_t kMinRows = 64;
-  if (vectors > kGemvMaxVectors || mat.rs != 1 || mat.cs == 1 || rows < kMinRows) return false;
-  // While the matrix fits L2 the packed path's kernels run from cache at a higher rate;
-  // past it, they wait on packing it from L3 or memory. Median GFLOP/s, 1 thread, calls
-  // back to back, packed / streamed: R x N x K = 4x362x362 (511 KiB) 41 / 32, 4x512x512
-  // 28 / 53, 3x256x256 44 / 35, 3x400x400 34 / 43, 16x724x724 66 / 54, 16x1024x1024
-  // 47 / 53, 12x886x886 44 / 48; from memory (4096^2) the streamed path runs 1.5-3x faster.
-  // Each vector adds compute the packed path does at the kernel's rate: the threshold
-  // grows with R past 4.
-  const int64_t l2 = l2_bytes_or(int64_t{512} << 10);
-  return rows * cols * static_cast<int64_t>(sizeof(float)) > l2 * std::max<int64_t>(1, vectors / 4);
-}
-
 namespace {
 // Rows [r0, r1) of part `part` of `parts`: multiples of 128, so every part runs whole
 // vector steps. A part has at most ceil(units / parts) units.

@@ -22,9 +22,6 @@
 namespace gk {
 namespace {
 
-// Rows per thread share: a multiple of every pointwise MR (kernels require MR | 12).
-constexpr int64_t kRowUnit = 12;
-
 // Rows [r0, r1) of C = alpha * C' + beta * C (C' as the kernels stored it).
 void store_c(const GemmProblem& p, const float* staged, int64_t m_pad, int64_t r0, int64_t r1) {
   for (int64_t i = r0; i < r1; ++i) {
@@ -48,40 +45,12 @@ struct PanelList {
 
 }  // namespace
 
-bool in_place_a_serves(const KernelConfig& cfg, const GemmProblem& p, const MatrixView& a) {
-  const KernelInfo& ker = *cfg.kernel;
-  if (!ker.pointwise[0].fn || p.epilogue.active() || p.c_block_stride || a.cs != 1) return false;
-  for (const KernelInfo::Pointwise& k : ker.pointwise)
-    if (k.fn && (!k.one_pixel || kRowUnit % k.mr)) return false;
-  // Measured against the packed path, 1 thread, GFLOP/s (packed -> in place): 512x49x4608
-  // 45 -> 65, 4096x8x4096 22 -> 38, 128x32x1152 54 -> 89, 1000x16x512 63 -> 85,
-  // 512x96x2304 64 -> 80, 1024x128x1024 63 -> 77, 512x192x1024 69 -> 74, 1024x256x1024 70
-  // -> 74; past that no gain (1024^3 81 both, 512^3 81 -> 77, 2048^3 86 -> 73: packing is
-  // a small share there, and C' outgrows L2). Packing A costs a share of about 1/N, C'
-  // (written, and read back per K block and at the end) about 1/K: K at least 2N, and C'
-  // within 1 MiB (4000x250x300, 4 MiB of C' for one K block, ran 71 -> 51). K from 128,
-  // or from 32 with at most 8 columns, where the packed path's kernel tile is mostly
-  // padding: 10000x2x100 5.7 -> 10.4, 10000x4x100 10.7 -> 19.0, 5000x6x32 11.0 -> 15.4,
-  // 10000x8x64 23 -> 26; with 16 or 24 columns and K ~ 100 packing A pays (35 -> 31,
-  // 43 -> 38).
-  // AVX-512 (Xeon model 207, 1 thread, 14x32 packed -> in place on the 16-channel
-  // kernels): 512x49x4608 73 -> 102, 128x32x1152 45 -> 72, 1000x16x512 38 -> 54,
-  // 2048x49x1024 79 -> 99, 256x196x2304 115 -> 136; but up to 8 columns its 8-wide
-  // pointwise kernel is AVX2's and the packed path wins (4096x8x4096 34 -> 30, 10000x8x64
-  // 56 -> 37).
-  if (ker.simd == SimdLevel::Avx512 && p.n <= 8) return false;
-  const int64_t min_k = p.n <= 8 ? 32 : 128;
-  const int64_t staged = round_up(p.m, kRowUnit) * round_up(p.n, 8);
-  return p.n <= kInPlaceAMaxColumns && p.k >= std::max<int64_t>(min_k, 2 * p.n) && p.m >= kRowUnit &&
-         staged <= (int64_t{1} << 18);
-}
-
 bool gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConfig& cfg, int threads) {
   const KernelInfo& ker = *cfg.kernel;
   const PanelList panels(ker, p.n);
-  const int64_t width = round_up(p.n, 8), m_pad = round_up(p.m, kRowUnit);
-  const int64_t kc_max = std::min(cfg.kc, p.k), mc = std::max(kRowUnit, cfg.mc / kRowUnit * kRowUnit);
-  threads = static_cast<int>(std::min<int64_t>(threads, ceil_div(p.m, kRowUnit)));
+  const int64_t width = round_up(p.n, 8), m_pad = round_up(p.m, kInPlaceARowUnit);
+  const int64_t kc_max = std::min(cfg.kc, p.k), mc = std::max(kInPlaceARowUnit, cfg.mc / kInPlaceARowUnit * kInPlaceARowUnit);
+  threads = static_cast<int>(std::min<int64_t>(threads, ceil_div(p.m, kInPlaceARowUnit)));
   const int64_t b_floats = round_up(kc_max, 8) * width;  // blocks may round up to 8
   float* staged = scratch(ScratchSlot::Edge, width * m_pad);
   const ThreadParts b_blocks = thread_parts(ScratchSlot::PackedB, threads, b_floats);
@@ -89,7 +58,7 @@ bool gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConf
     return workspace_unavailable("the in-place-A path's staged C and packed B", width * m_pad + threads * b_floats);
   parallel_region(threads, [&] {
     const int tid = omp_get_thread_num();
-    const Range rows = share(ceil_div(p.m, kRowUnit), tid, omp_get_num_threads(), kRowUnit, p.m);
+    const Range rows = share(ceil_div(p.m, kInPlaceARowUnit), tid, omp_get_num_threads(), kInPlaceARowUnit, p.m);
     float* b_block = b_blocks.part(tid);
     if (rows.begin < rows.end) {
       for_each_balanced_block(p.k, cfg.kc, 8, [&](int64_t pc, int64_t kc) {

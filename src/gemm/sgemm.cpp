@@ -1,15 +1,21 @@
 // The internal SGEMM on validated, row-stored arguments: reference-BLAS quick returns and
 // alpha == 0 handling, then the GEMV, tiny, no-pack, in-place-A or packed path, or the
 // no-heap path when the chosen one cannot have its buffers.
+#include <atomic>
+#include <cstdio>
+
 #include "common/runtime.h"
 #include "gemm/gemm.h"
 
 namespace gk {
 namespace {
 
+thread_local GemmPath t_last_path = GemmPath::QuickReturn;
+
 // The reference's quick returns: nothing to compute, or C = beta * C without reading A
 // and B. True when the call is done.
 bool quick_return(int64_t m, int64_t n, int64_t k, float alpha, float beta, float* c, int64_t rs_c) {
+  t_last_path = GemmPath::QuickReturn;
   if (m == 0 || n == 0) return true;
   if ((alpha == 0.0f || k == 0) && beta == 1.0f) return true;
   if (alpha == 0.0f || k == 0) {
@@ -20,7 +26,7 @@ bool quick_return(int64_t m, int64_t n, int64_t k, float alpha, float beta, floa
 }
 
 // Runs the chosen path; false when its buffers could not be had (nothing written).
-bool run_path(const PathChoice& choice, const GemmProblem& p, const MatrixView& a, const MatrixView& b,
+bool run_path(const GemmPathChoice& choice, const GemmProblem& p, const MatrixView& a, const MatrixView& b,
               const KernelConfig& cfg) {
   switch (choice.path) {
     case GemmPath::GemvColumns:
@@ -38,43 +44,53 @@ bool run_path(const PathChoice& choice, const GemmProblem& p, const MatrixView& 
     case GemmPath::PackedSharedB:
       gemm_packed(p, cfg, choice.threads);  // falls back by itself (conv calls it directly)
       return true;
+    case GemmPath::NoHeap:
+    case GemmPath::QuickReturn:
+      break;
   }
   return false;
 }
 
+// GEMMKIT_VERBOSE=1: one line per call shape (the first kMaxShapesSaid shapes, then one
+// line saying the rest are not shown). Lock-free and allocation-free: a shape is claimed by
+// swapping its hash into a free slot.
+constexpr int kMaxShapesSaid = 64;
+std::atomic<uint64_t> g_shapes_said[kMaxShapesSaid];
+
+bool first_time_said(uint64_t key) {
+  for (std::atomic<uint64_t>& slot : g_shapes_said) {
+    uint64_t seen = slot.load(std::memory_order_relaxed);
+    if (seen == key) return false;
+    if (seen == 0 && slot.compare_exchange_strong(seen, key)) return true;
+    if (seen == key) return false;
+  }
+  static std::atomic<bool> overflow_said{false};
+  if (!overflow_said.exchange(true))
+    std::fprintf(stderr, "gemmkit: sgemm: more than %d call shapes; further shapes not shown\n", kMaxShapesSaid);
+  return false;
+}
+
+void say_path(const GemmPathChoice& choice, GemmPath ran, const GemmProblem& p, const MatrixView& a,
+              const MatrixView& b, const KernelConfig& cfg) {
+  const bool ta = a.rs == 1 && a.cs != 1, tb = b.rs == 1 && b.cs != 1;  // stored transposed
+  uint64_t key = 1469598103934665603ull;
+  for (uint64_t v : {uint64_t(p.m), uint64_t(p.n), uint64_t(p.k), uint64_t(ta), uint64_t(tb),
+                     uint64_t(choice.threads), uint64_t(ran)})
+    key = (key ^ v) * 1099511628211ull;
+  if (!first_time_said(key | 1)) return;
+  const KernelInfo& ker = *cfg.kernel;
+  std::fprintf(stderr,
+               "gemmkit: sgemm %lldx%lldx%lld (m x n x k, row-stored%s%s): path %s, kernel %s %dx%d, "
+               "mc %lld kc %lld nc %lld, %d thread%s: %s%s\n",
+               (long long)p.m, (long long)p.n, (long long)p.k, ta ? ", A transposed" : "", tb ? ", B transposed" : "",
+               path_name(ran), ker.name, ker.mr, ker.nr, (long long)cfg.mc, (long long)cfg.kc, (long long)cfg.nc,
+               choice.threads, choice.threads == 1 ? "" : "s", choice.reason,
+               ran == choice.path ? "" : " (its buffers could not be had)");
+}
+
 }  // namespace
 
-PathChoice choose_path(const GemmProblem& p, const MatrixView& a, const MatrixView& b, const KernelConfig& cfg) {
-  const int64_t m = p.m, n = p.n, k = p.k;
-  // A matrix times one vector, or a few whose matrix has contiguous columns, is
-  // memory-bound: the matrix is streamed once. A second core's share of L3 bandwidth pays
-  // off from about 128K matrix elements (1000x512 runs 1.4x faster on 2 threads), 1/16 of
-  // the GEMM threshold in flops.
-  if (gemv_serves(m, k, a, n) && (n == 1 || m > n))  // C's columns: A times columns of B
-    return {GemmPath::GemvColumns, threads_for(32.0 * m * k)};
-  if (gemv_serves(n, k, b.transposed(), m))  // C's rows: B^T times rows of A
-    return {GemmPath::GemvRows, threads_for(32.0 * n * k)};
-  const int threads = threads_for(2.0 * m * n * k);
-  if (threads == 1 && tiny_serves(cfg, m, n, k)) return {GemmPath::Tiny, 1};
-  if (threads == 1 && prefers_small_path(m, n, k)) return {GemmPath::Small, 1};
-  if (in_place_a_serves(cfg, p, a)) return {GemmPath::InPlaceA, threads};
-  if (tiny_serves_narrow(cfg, n, k)) return {GemmPath::TinyNarrow, threads};
-  return {packs_b_per_panel(p, cfg) ? GemmPath::PackedPerPanel : GemmPath::PackedSharedB, threads};
-}
-
-const char* path_name(GemmPath path) {
-  switch (path) {
-    case GemmPath::GemvColumns: return "gemv-columns";
-    case GemmPath::GemvRows: return "gemv-rows";
-    case GemmPath::Tiny: return "tiny";
-    case GemmPath::Small: return "small";
-    case GemmPath::InPlaceA: return "in-place-a";
-    case GemmPath::TinyNarrow: return "tiny-narrow";
-    case GemmPath::PackedPerPanel: return "packed-per-panel";
-    case GemmPath::PackedSharedB: return "packed-shared-b";
-  }
-  return "unknown";
-}
+GemmPath last_gemm_path() { return t_last_path; }
 
 void sgemm_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
                      const MatrixView& b, float beta, float* c, int64_t rs_c) {
@@ -85,7 +101,12 @@ void sgemm_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const MatrixV
   GemmProblem p;
   p.m = m, p.n = n, p.k = k, p.alpha = alpha, p.beta = beta;
   p.a = &a_source, p.b = &b_source, p.c = c, p.rs_c = rs_c;
-  if (!run_path(choose_path(p, a, b, cfg), p, a, b, cfg)) gemm_no_heap(p, cfg);
+  const GemmPathChoice choice = choose_gemm_path(p, a, b, cfg);
+  const int64_t fallbacks = thread_no_heap_fallbacks();
+  const bool ran = run_path(choice, p, a, b, cfg);
+  if (!ran) gemm_no_heap(p, cfg);
+  t_last_path = ran && thread_no_heap_fallbacks() == fallbacks ? choice.path : GemmPath::NoHeap;
+  if (verbose()) say_path(choice, t_last_path, p, a, b, cfg);
 }
 
 void sgemm_rowstored_no_heap(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
@@ -97,6 +118,7 @@ void sgemm_rowstored_no_heap(int64_t m, int64_t n, int64_t k, float alpha, const
   p.m = m, p.n = n, p.k = k, p.alpha = alpha, p.beta = beta;
   p.a = &a_source, p.b = &b_source, p.c = c, p.rs_c = rs_c;
   gemm_no_heap(p, active_config());
+  t_last_path = GemmPath::NoHeap;
 }
 
 }  // namespace gk

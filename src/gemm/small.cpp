@@ -9,13 +9,6 @@
 
 namespace gk {
 
-// Up to about 96^3 multiply-adds everything fits in L2 and one thread is fastest
-// (measured with perf/bench_gemm against the packed path). Without K blocking the A
-// micro-panel (MR x K) must stay in L1, hence the K limit.
-bool prefers_small_path(int64_t m, int64_t n, int64_t k) {
-  return static_cast<double>(m) * n * k <= kSmallMultiplyAdds && k <= 1024;
-}
-
 bool gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
                 const KernelConfig& cfg) {
   const KernelInfo& ker = *cfg.kernel;

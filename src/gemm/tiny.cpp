@@ -30,36 +30,6 @@
 
 namespace gk {
 
-// Any K: nothing is packed, so no A panel has to stay in L1 (the no-pack path's limit).
-// Against it and the packed path, same process, median GFLOP/s: 16x16x3000 92.8 / 62.5 /
-// 43.6, 8x8x10000 56.8 / 38.8 / 21.7, 4x24x5000 83.2 / 69.2 / 28.7, 2x2x100000 10.3 / 2.4 /
-// 1.7.
-bool tiny_serves(const KernelConfig& cfg, int64_t m, int64_t n, int64_t k) {
-#if defined(__x86_64__)
-  return cfg.kernel->simd != SimdLevel::Baseline && static_cast<double>(m) * n * k <= kSmallMultiplyAdds;
-#else
-  (void)cfg, (void)m, (void)n, (void)k;
-  return false;
-#endif
-}
-
-// Up to 24 columns (one block wide) at any M, with B small enough to stay near (in half of
-// L2) while every 4-row block reads all of it: packing A there costs about what the
-// multiply does. Against the packed path, same process, median GFLOP/s, 1 thread (A
-// transposed, so the in-place-A path does not apply): 482x11x486 35.8 / 19.4, 1465x11x108
-// 32.9 / 19.5, 2322x18x84 39.3 / 28.9, 99x18x2155 37.6 / 25.8, 2000x24x500 59.4 / 55.5,
-// 5000x3x200 12.9 / 7.1; at 40 columns about even (49.5 / 48.0), hence one block.
-bool tiny_serves_narrow(const KernelConfig& cfg, int64_t n, int64_t k) {
-#if defined(__x86_64__)
-  const int64_t l2 = l2_bytes_or(int64_t{512} << 10);
-  return cfg.kernel->simd != SimdLevel::Baseline && n <= kTinyNarrowColumns &&
-         k * n * static_cast<int64_t>(sizeof(float)) <= l2 / 2;
-#else
-  (void)cfg, (void)n, (void)k;
-  return false;
-#endif
-}
-
 #if defined(__x86_64__)
 namespace {
 
@@ -299,7 +269,7 @@ bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a
   return true;
 }
 #else
-// Never called: tiny_serves() and tiny_serves_narrow() are false without x86-64 (were it
+// Never called: path_limits() gives no tiny blocks without x86-64 (were it
 // called, the caller would run the product on its no-heap path).
 bool gemm_tiny(int64_t, int64_t, int64_t, float, const MatrixView&, const MatrixView&, float, float*, int64_t, int,
                SimdLevel) {

@@ -10,6 +10,8 @@
 //                      address space in use plus BYTES
 //   soak SECONDS       8 user threads calling at once, each result equal to the serial one
 //   xerbla             the default cblas_xerbla's message for a row-major call
+//   verbose N          N distinct shapes, each called three times (run with GEMMKIT_VERBOSE=1:
+//                      the test reads the lines it prints)
 //
 // Exit 0: passed; 1: failed (the reason printed); 77: skipped (the reason printed).
 // Every product is checked against double-precision products with random vectors
@@ -350,6 +352,25 @@ int mode_xerbla() {
   return 0;
 }
 
+// Shapes 8 x (8 + i) x 8 for i < n, three calls each, one thread, then a 1 x 300 x 300
+// GEMV and a 400^3 product on two threads.
+int mode_verbose(int n) {
+  std::vector<float> a(400 * 400, 1.0f), b(400 * 400, 1.0f), c(400 * 400, 0.0f);
+  gk_set_num_threads(1);
+  for (int i = 0; i < n; ++i)
+    for (int repeat = 0; repeat < 3; ++repeat)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 8, 8 + i, 8, 1.0f, a.data(), 8, b.data(), 8 + i, 0.0f,
+                  c.data(), 8 + i);
+  gk_set_num_threads(2);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, 300, 300, 1.0f, a.data(), 300, b.data(), 300, 0.0f,
+              c.data(), 300);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 400, 400, 400, 1.0f, a.data(), 400, b.data(), 400, 0.0f,
+              c.data(), 400);
+  std::fflush(stderr);
+  std::printf("ok\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -360,6 +381,8 @@ int main(int argc, char** argv) {
   if (mode == "rlimit" && argc > 3) return mode_rlimit(std::atoll(argv[2]), std::atoi(argv[3]));
   if (mode == "soak" && argc > 2) return mode_soak(std::atof(argv[2]));
   if (mode == "xerbla") return mode_xerbla();
-  std::fprintf(stderr, "usage: %s count | inject N | rlimit BYTES THREADS | soak SECONDS | xerbla\n", argv[0]);
+  if (mode == "verbose" && argc > 2) return mode_verbose(std::atoi(argv[2]));
+  std::fprintf(stderr, "usage: %s count | inject N | rlimit BYTES THREADS | soak SECONDS | xerbla | verbose N\n",
+               argv[0]);
   return 2;
 }

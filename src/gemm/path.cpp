@@ -1,0 +1,140 @@
+// Which path serves a GEMM, and why: the one place sgemm_rowstored's choice is made
+// (choose_gemm_path), the limits each path hands over at (PathLimits, one set per kernel,
+// in its KernelConfig) and the measurements that set them. GEMMKIT_VERBOSE=1 prints the
+// choice once per call shape.
+//
+// The order of the tests is policy: a one-column (or one-row) C first, then the paths for
+// small products on one thread, then the ones for few columns, then the packed driver.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+
+#include "common/runtime.h"
+#include "gemm/gemm.h"
+#include "gemm/partition.h"
+
+namespace gk {
+
+PathLimits path_limits(const KernelInfo& kernel) {
+  const CacheSizes& c = caches();
+  PathLimits l;
+  // The tiny paths' blocks are x86-64 vector code (AVX2 and AVX-512).
+#if defined(__x86_64__)
+  l.tiny_blocks = kernel.simd != SimdLevel::Baseline;
+#endif
+  // Up to about 96^3 multiply-adds everything fits in L2 and one thread is fastest
+  // (perf/bench_gemm against the packed path).
+  l.small_multiply_adds = 96.0 * 96 * 96;
+  // The no-pack path has no K blocking: the A micro-panel (MR x K) must stay in L1.
+  l.small_max_k = 1024;
+  // Up to 24 columns (one block wide) at any M, with B small enough to stay near (in half
+  // of L2) while every 4-row block reads all of it: packing A there costs about what the
+  // multiply does. Against the packed path, same process, median GFLOP/s, 1 thread (A
+  // transposed, so the in-place-A path does not apply): 482x11x486 35.8 / 19.4, 1465x11x108
+  // 32.9 / 19.5, 2322x18x84 39.3 / 28.9, 99x18x2155 37.6 / 25.8, 2000x24x500 59.4 / 55.5,
+  // 5000x3x200 12.9 / 7.1; at 40 columns about even (49.5 / 48.0), hence one block.
+  l.narrow_max_columns = kTinyNarrowColumns;
+  l.narrow_max_b_bytes = c.l2 / 2;
+  // While the matrix fits L2 the packed path's kernels run from cache at a higher rate;
+  // past it, they wait on packing it from L3 or memory. Median GFLOP/s, 1 thread, calls
+  // back to back, packed / streamed: R x N x K = 4x362x362 (511 KiB) 41 / 32, 4x512x512
+  // 28 / 53, 3x256x256 44 / 35, 3x400x400 34 / 43, 16x724x724 66 / 54, 16x1024x1024
+  // 47 / 53, 12x886x886 44 / 48; from memory (4096^2) the streamed path runs 1.5-3x faster.
+  l.gemv_min_matrix_bytes = c.l2;
+  // In-place A needs pointwise kernels with one-pixel variants whose MR divides the row unit.
+  l.in_place_a_kernels = kernel.pointwise[0].fn != nullptr;
+  for (const KernelInfo::Pointwise& k : kernel.pointwise)
+    if (k.fn && (!k.one_pixel || kInPlaceARowUnit % k.mr)) l.in_place_a_kernels = false;
+  // AVX-512 (Xeon model 207, 1 thread, 14x32 packed -> in place on the 16-channel
+  // kernels): 512x49x4608 73 -> 102, 128x32x1152 45 -> 72, 1000x16x512 38 -> 54; but up to
+  // 8 columns its 8-wide pointwise kernel is AVX2's and the packed path wins (4096x8x4096
+  // 34 -> 30, 10000x8x64 56 -> 37).
+  l.in_place_a_min_columns = kernel.simd == SimdLevel::Avx512 ? 9 : 1;
+  // C' within 1 MiB: 4000x250x300, 4 MiB of C' for one K block, ran 71 -> 51 GFLOP/s.
+  l.in_place_a_max_staged = int64_t{1} << 18;
+  return l;
+}
+
+namespace {
+
+double multiply_adds(int64_t m, int64_t n, int64_t k) { return static_cast<double>(m) * n * k; }
+
+// A matrix times `vectors` vectors, streamed: one vector always; several when the matrix's
+// columns are contiguous, long enough for whole vector steps (6x6x100000 would run on
+// scalars), and the matrix is past L2. Each vector adds compute the packed path does at the
+// kernel's rate: the threshold grows with R past 4.
+bool gemv_serves(const PathLimits& l, int64_t rows, int64_t cols, const MatrixView& mat, int64_t vectors) {
+  if (vectors == 1) return true;
+  constexpr int64_t kMinRows = 64;
+  if (vectors > kGemvMaxVectors || mat.rs != 1 || mat.cs == 1 || rows < kMinRows) return false;
+  return rows * cols * static_cast<int64_t>(sizeof(float)) > l.gemv_min_matrix_bytes * std::max<int64_t>(1, vectors / 4);
+}
+
+// Measured against the packed path, 1 thread, AVX2, GFLOP/s (packed -> in place):
+// 512x49x4608 45 -> 65, 4096x8x4096 22 -> 38, 128x32x1152 54 -> 89, 1000x16x512 63 -> 85,
+// 512x96x2304 64 -> 80, 1024x128x1024 63 -> 77, 512x192x1024 69 -> 74, 1024x256x1024 70 ->
+// 74; past that no gain (1024^3 81 both, 512^3 81 -> 77, 2048^3 86 -> 73: packing is a
+// small share there, and C' outgrows L2). Packing A costs a share of about 1/N, C'
+// (written, and read back per K block and at the end) about 1/K: K at least 2N. K from
+// 128, or from 32 with at most 8 columns, where the packed path's kernel tile is mostly
+// padding: 10000x2x100 5.7 -> 10.4, 10000x4x100 10.7 -> 19.0, 5000x6x32 11.0 -> 15.4,
+// 10000x8x64 23 -> 26; with 16 or 24 columns and K ~ 100 packing A pays (35 -> 31, 43 -> 38).
+bool in_place_a_serves(const PathLimits& l, const GemmProblem& p, const MatrixView& a) {
+  if (!l.in_place_a_kernels || p.epilogue.active() || p.c_block_stride || a.cs != 1) return false;
+  if (p.n < l.in_place_a_min_columns || p.n > kInPlaceAMaxColumns || p.m < kInPlaceARowUnit) return false;
+  const int64_t min_k = p.n <= 8 ? 32 : 128;
+  const int64_t staged = round_up(p.m, kInPlaceARowUnit) * round_up(p.n, 8);
+  return p.k >= std::max<int64_t>(min_k, 2 * p.n) && staged <= l.in_place_a_max_staged;
+}
+
+}  // namespace
+
+GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
+                                const KernelConfig& cfg) {
+  const PathLimits& l = cfg.paths;
+  const int64_t m = p.m, n = p.n, k = p.k;
+  // A matrix times one vector, or a few whose matrix has contiguous columns, is
+  // memory-bound: the matrix is streamed once. A second core's share of L3 bandwidth pays
+  // off from about 128K matrix elements (1000x512 runs 1.4x faster on 2 threads), 1/16 of
+  // the GEMM threshold in flops.
+  if (gemv_serves(l, m, k, a, n) && (n == 1 || m > n))
+    return {GemmPath::GemvColumns, threads_for(32.0 * m * k),
+            n == 1 ? "one column of C: A streamed once" : "few columns of C, A past L2 with contiguous columns"};
+  if (gemv_serves(l, n, k, b.transposed(), m))
+    return {GemmPath::GemvRows, threads_for(32.0 * n * k),
+            m == 1 ? "one row of C: B streamed once" : "few rows of C, B past L2 with contiguous rows"};
+  const int threads = threads_for(2.0 * m * n * k);
+  // Any K: nothing is packed, so no A panel has to stay in L1. Against the small path and
+  // the packed one, same process, median GFLOP/s: 16x16x3000 92.8 / 62.5 / 43.6, 8x8x10000
+  // 56.8 / 38.8 / 21.7, 4x24x5000 83.2 / 69.2 / 28.7, 2x2x100000 10.3 / 2.4 / 1.7.
+  if (threads == 1 && l.tiny_blocks && multiply_adds(m, n, k) <= l.small_multiply_adds)
+    return {GemmPath::Tiny, 1, "at most 96^3 multiply-adds on one thread: computed straight from the operands"};
+  // Where there are no tiny blocks (the generic kernel, NEON).
+  if (threads == 1 && multiply_adds(m, n, k) <= l.small_multiply_adds && k <= l.small_max_k)
+    return {GemmPath::Small, 1, "at most 96^3 multiply-adds, K <= 1024, on one thread, no tiny blocks: B read in place"};
+  if (in_place_a_serves(l, p, a))
+    return {GemmPath::InPlaceA, threads, "few columns, long contiguous rows of A: the pointwise kernels read A in place"};
+  if (l.tiny_blocks && n <= l.narrow_max_columns && k * n * static_cast<int64_t>(sizeof(float)) <= l.narrow_max_b_bytes)
+    return {GemmPath::TinyNarrow, threads, "at most 24 columns with B in half of L2: A read in place, nothing packed"};
+  if (packs_b_per_panel(p, cfg))
+    return {GemmPath::PackedPerPanel, threads, "M within one MC block: B packed one panel at a time"};
+  return {GemmPath::PackedSharedB, threads, "M past one MC block: B packed once into a shared block"};
+}
+
+const char* path_name(GemmPath path) {
+  switch (path) {
+    case GemmPath::GemvColumns: return "gemv-columns";
+    case GemmPath::GemvRows: return "gemv-rows";
+    case GemmPath::Tiny: return "tiny";
+    case GemmPath::Small: return "small";
+    case GemmPath::InPlaceA: return "in-place-a";
+    case GemmPath::TinyNarrow: return "tiny-narrow";
+    case GemmPath::PackedPerPanel: return "packed-per-panel";
+    case GemmPath::PackedSharedB: return "packed-shared-b";
+    case GemmPath::NoHeap: return "no-heap";
+    case GemmPath::QuickReturn: return "quick-return";
+  }
+  return "unknown";
+}
+
+}  // namespace gk
