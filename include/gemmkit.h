@@ -83,7 +83,14 @@ typedef enum {
   GK_CONV_ALGO_DEPTHWISE,
   GK_CONV_ALGO_WINOGRAD_F23,
   GK_CONV_ALGO_WINOGRAD_F43,
-  GK_CONV_ALGO_WINOGRAD_F63
+  GK_CONV_ALGO_WINOGRAD_F63,
+  /* NCHW8, ungrouped, on the CPU's pointwise kernels (x86-64 AVX2 / AVX-512): a 1x1 read in
+   * place, other kernels and strides from im2col chunks; 8 input channels or more (or a 1x1
+   * in place). */
+  GK_CONV_ALGO_POINTWISE_NCHW8,
+  /* NCHW8 (or an NCHW input, GK_CONV_FLAG_NCHW_INPUT), ungrouped, under 8 input channels (RGB
+   * stems): the pointwise kernels read the image in place through per-tap offsets. */
+  GK_CONV_ALGO_DIRECT_NCHW8
 } gk_conv_algo;
 
 typedef struct {

@@ -377,7 +377,10 @@ int main(int argc, char** argv) {
       s.y8.resize(size_t(gk_tensor_size(GK_LAYOUT_NCHW8, d8.batch, d8.out_channels, layers[i].oh, layers[i].ow)));
       gk_convert_layout(s.data->x.data(), GK_LAYOUT_NCHW, s.x8.data(), in8, d8.batch, d8.in_channels, d8.in_height,
                         d8.in_width);
+      // What AUTO runs without Winograd: the pointwise kernels' engine where the CPU has it.
       if (winograd_layer(layers[i]) &&
+          gk_conv_plan_create(&d8, s.data->w.data(), s.data->bias.data(), GK_CONV_ALGO_POINTWISE_NCHW8,
+                              &s.im2col_nchw8) != GK_OK &&
           gk_conv_plan_create(&d8, s.data->w.data(), s.data->bias.data(), GK_CONV_ALGO_IM2COL_GEMM, &s.im2col_nchw8) !=
               GK_OK) {
         std::fprintf(stderr, "bench_conv: NCHW8 im2col %s: %s\n", layers[i].name.c_str(), gk_last_error());

@@ -13,8 +13,19 @@ using gktest::ConvCase;
 
 const gk_layout kLayouts[] = {GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW4, GK_LAYOUT_NCHW8,
                               GK_LAYOUT_NCHW16};
-const gk_conv_algo kAlgos[] = {GK_CONV_ALGO_AUTO, GK_CONV_ALGO_IM2COL_GEMM, GK_CONV_ALGO_GEMM_1X1,
-                               GK_CONV_ALGO_DIRECT, GK_CONV_ALGO_DEPTHWISE};
+const gk_conv_algo kAlgos[] = {GK_CONV_ALGO_AUTO,   GK_CONV_ALGO_IM2COL_GEMM, GK_CONV_ALGO_GEMM_1X1,
+                               GK_CONV_ALGO_DIRECT, GK_CONV_ALGO_DEPTHWISE,   GK_CONV_ALGO_POINTWISE_NCHW8,
+                               GK_CONV_ALGO_DIRECT_NCHW8};
+
+// The NCHW8 engine on the pointwise kernels that serves `d`: direct under 8 input channels
+// unless a 1x1 reads the image in place.
+gk_conv_algo nchw8_engine(const gk_conv_desc& d) {
+  const bool in_place = d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 && !d.pad_top &&
+                        !d.pad_bottom && !d.pad_left && !d.pad_right;
+  return d.in_channels < 8 && !in_place ? GK_CONV_ALGO_DIRECT_NCHW8 : GK_CONV_ALGO_POINTWISE_NCHW8;
+}
+// Whether the kernel NCHW8 convolutions run on has pointwise kernels (x86-64).
+bool has_pointwise_kernels() { return gk::pointwise_kernel().pointwise[0].fn != nullptr; }
 
 gk_conv_desc random_desc(std::mt19937& rng) {
   auto pick = [&](int lo, int hi) { return int64_t(lo + int(rng() % unsigned(hi - lo + 1))); };
@@ -54,6 +65,9 @@ bool expect_usable(gk_conv_algo algo, const gk_conv_desc& d) {
     case GK_CONV_ALGO_GEMM_1X1:
       return d.kernel_h == 1 && d.kernel_w == 1 && !d.pad_top && !d.pad_bottom && !d.pad_left && !d.pad_right;
     case GK_CONV_ALGO_DEPTHWISE: return d.groups == d.in_channels;
+    case GK_CONV_ALGO_POINTWISE_NCHW8:
+    case GK_CONV_ALGO_DIRECT_NCHW8:
+      return d.layout == GK_LAYOUT_NCHW8 && d.groups == 1 && has_pointwise_kernels() && nchw8_engine(d) == algo;
     default: return true;
   }
 }
@@ -261,7 +275,9 @@ TEST(Conv, DepthwiseEveryRowWidth) {
 
 namespace {
 // Forces `algo` on each descriptor in NCHW8 with every kernel this CPU has forced, at 1
-// and 2 threads, the activation cycling and bias on every other run (1x1 and im2col below).
+// and 2 threads, the activation cycling and bias on every other run (1x1 and im2col below),
+// then the NCHW8 engine that serves it (nchw8_engine), or, where the kernel has no
+// pointwise kernels, checks that the engine refuses it.
 void check_nchw8_in_place(const std::vector<gk_conv_desc>& descs, gk_conv_algo algo, const char* name,
                           uint32_t seed) {
   int i = 0;
@@ -273,7 +289,16 @@ void check_nchw8_in_place(const std::vector<gk_conv_desc>& descs, gk_conv_algo a
         d.layout = GK_LAYOUT_NCHW8;
         d.activation = gk_activation(i % 3);
         SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
-        EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 2 == 0, seed + uint32_t(i)), algo), name);
+        const gktest::ConvCase c = gktest::make_conv_case(d, i % 2 == 0, seed + uint32_t(i));
+        EXPECT_EQ(gktest::check_conv(c, algo), name);
+        const gk_conv_algo engine = nchw8_engine(d);
+        if (has_pointwise_kernels()) {
+          EXPECT_EQ(gktest::check_conv(c, engine), engine == GK_CONV_ALGO_DIRECT_NCHW8 ? "direct_nchw8" : "pointwise_nchw8");
+        } else {
+          gk_conv_plan* plan = nullptr;
+          EXPECT_EQ(gk_conv_plan_create(&d, c.w.data(), nullptr, engine, &plan), GK_ERR_UNSUPPORTED);
+          gk_conv_plan_destroy(plan);
+        }
         ++i;
       }
     }
@@ -282,9 +307,9 @@ void check_nchw8_in_place(const std::vector<gk_conv_desc>& descs, gk_conv_algo a
 }
 }  // namespace
 
-// gemm_1x1 in NCHW8 runs in place, with each kernel forced: on the pointwise kernels
-// (AVX2; strided ones on im2col chunks), else as a GEMM with B packed from the blocked
-// input and C tiles stored blocked (strided ones from a subsampled copy): channels past
+// gemm_1x1 in NCHW8 runs in place, with each kernel forced, as a GEMM with B packed from
+// the blocked input and C tiles stored blocked (strided ones from a subsampled copy), and
+// pointwise_nchw8 on the pointwise kernels (x86-64; strided ones on im2col chunks): channels past
 // the KC block (the C tiles accumulate, beta = 1), output channels past the MC block and
 // not a multiple of MR or 8, pixel counts not a multiple of 8, batch 2, 1 and 2 threads;
 // padding channels of the output stay zero (checked).
@@ -310,8 +335,9 @@ TEST(Conv, Gemm1x1BlockedInPlace) {
   check_nchw8_in_place(descs, GK_CONV_ALGO_GEMM_1X1, "gemm_1x1", 700);
 }
 
-// im2col_gemm on NCHW8 in place with each kernel forced (the AVX2 ones have pointwise
-// kernels; the others run GEMMs on a phase image built from the blocked input). Pointwise:
+// im2col_gemm on NCHW8 in place with each kernel forced (GEMMs on a phase image built
+// from the blocked input), and pointwise_nchw8 / direct_nchw8 where the kernel has
+// pointwise kernels. Pointwise:
 // im2col chunks in whole blocks with the lanes past the last channel masked; weights past
 // half of L2 (64 -> 256 and 512 -> 20 channels) in K blocks accumulating in the output, a
 // chunk's panels split between threads. Under 8 channels direct: taps above and below the

@@ -335,19 +335,22 @@ TEST_F(FastRun, EveryCandidateItCanPickComputesCorrectly) {
   }
 }
 
-// im2col_gemm's tile is tuned only where it exists: on the GEMM path (NCHW, output
-// channels past one MC block), not on the pointwise kernels that run NCHW8 (AVX2, AVX-512), where
-// the tunings would be the same configuration timed again under other names.
-TEST_F(FastRun, Im2colTileTunedOnlyOnTheGemmPath) {
-  gk_conv_desc d = layer();
-  d.out_channels = 2 * gk::conv::conv_gemm_config(d.layout).mc + 8;
-  auto tiles = [](const std::vector<std::string>& names) {
+// im2col_gemm's tile is tuned where the output channels pass one MC block, in NCHW and in
+// NCHW8 (a GEMM there too); in NCHW8 the pointwise kernels' engine is a candidate of its
+// own beside it, where the CPU has them.
+TEST_F(FastRun, Im2colTileTunedAndTheNchw8EngineTimedBeside) {
+  auto count = [](const std::vector<std::string>& names, const std::string& prefix) {
     int n = 0;
-    for (const std::string& name : names) n += name.rfind("im2col_gemm:tile=", 0) == 0;
+    for (const std::string& name : names) n += name.rfind(prefix, 0) == 0;
     return n;
   };
-  EXPECT_GT(tiles(candidate_names(d)), 0);
-  d.layout = GK_LAYOUT_NCHW8;
-  const bool pointwise = gk::pointwise_kernel().pointwise[0].fn != nullptr;
-  EXPECT_EQ(tiles(candidate_names(d)) == 0, pointwise);
+  for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8}) {
+    gk_conv_desc d = layer();
+    d.layout = layout;
+    d.out_channels = 2 * gk::conv::conv_gemm_config(layout).mc + 8;
+    const std::vector<std::string> names = candidate_names(d);
+    EXPECT_GT(count(names, "im2col_gemm:tile="), 0) << layout;
+    const bool engine = layout == GK_LAYOUT_NCHW8 && gk::pointwise_kernel().pointwise[0].fn != nullptr;
+    EXPECT_EQ(count(names, "pointwise_nchw8"), engine ? 1 : 0) << layout;
+  }
 }

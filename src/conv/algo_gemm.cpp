@@ -19,7 +19,6 @@
 
 #include "common/runtime.h"
 #include "conv/conv.h"
-#include "conv/pointwise.h"
 #include "conv/vec.h"
 #include "gemm/partition.h"
 
@@ -241,10 +240,6 @@ class GemmConv final : public Prepared {
   GemmConv(const Shape& s, const float* weights, const float* bias, bool im2col, int64_t tile)
       : s_(s), im2col_(im2col), cfg_(conv_gemm_config(s.d.layout)) {
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
-    if (s.d.layout == GK_LAYOUT_NCHW8 && PointwiseNchw8::usable(pointwise_kernel(), s)) {
-      pointwise_.reset(new PointwiseNchw8(pointwise_kernel(), s, weights, bias));
-      return;
-    }
     const int64_t group_weights = s.ocg * s.k_gemm;
     for (int64_t g = 0; g < s.d.groups; ++g)
       // Owned before the vector grows: a growth that throws must not leak it.
@@ -258,27 +253,25 @@ class GemmConv final : public Prepared {
     return true;
   }
 
-  // The pointwise kernels' blocks per thread; else for im2col the padded, phase-split copy
+  // For im2col the padded, phase-split copy
   // of one image's group channels, for a strided 1x1 its subsampled copy, on the calling
   // thread, and the GEMM driver's packing buffers (shared and per thread), so that a run in
   // the caller's workspace allocates nothing even the first time.
   WorkspaceNeed need() const override {
-    if (pointwise_) return {0, pointwise_->workspace_floats()};
     const PackingNeed packing = gemm_packing();
     return {round_up(image_floats(), kPackingAlign) + packing.shared_floats, packing.thread_floats};
   }
 
-  // Ungrouped convolutions also run NCHW8 in place: on the ISA's pointwise kernels where
-  // it has them (conv/pointwise.h), else as GEMMs with B packed from
-  // the blocked input (gemm_1x1) or from a phase image built from it (im2col_gemm) and C
-  // tiles stored blocked, which needs a tile's rows in one channel block (MR divides 8).
+  // Ungrouped convolutions also run NCHW8 in place, as GEMMs with B packed from the blocked
+  // input (gemm_1x1) or from a phase image built from it (im2col_gemm) and C tiles stored
+  // blocked, which needs a tile's rows in one channel block (MR divides 8).
   bool native_layout(gk_layout layout) const override {
     if (layout == GK_LAYOUT_NCHW) return true;
-    return layout == GK_LAYOUT_NCHW8 && s_.d.groups == 1 && (pointwise_ || 8 % cfg_.kernel->mr == 0);
+    return layout == GK_LAYOUT_NCHW8 && s_.d.groups == 1 && 8 % cfg_.kernel->mr == 0;
   }
   // An NCHW input (GK_CONV_FLAG_NCHW_INPUT) is read as it is: the phase image is built from
-  // planes, a 1x1's B packed from them; the pointwise kernels read it in place when direct.
-  bool reads_nchw_input() const override { return !pointwise_ || pointwise_->reads_nchw_input(); }
+  // planes, a 1x1's B packed from them.
+  bool reads_nchw_input() const override { return true; }
 
   void run(const float* input, float* output, const Workspace& ws) const override {
     const gk_conv_desc& d = s_.d;
@@ -366,7 +359,7 @@ class GemmConv final : public Prepared {
            !(s_.in_layout == GK_LAYOUT_NCHW && reads_nchw_input());
   }
 
-  // NCHW8 out (and in, or NCHW in): per image one GEMM (or the pointwise kernels), then the
+  // NCHW8 out (and in, or NCHW in): per image one GEMM, then the
   // padding channels of the last block zeroed (the layout's convention; the GEMM writes only
   // real rows).
   void run_blocked(const float* input, float* output, const Workspace& ws) const {
@@ -378,10 +371,6 @@ class GemmConv final : public Prepared {
     for (int64_t n = 0; n < d.batch; ++n) {
       const float* x = input + n * in_image;
       float* y = output + n * out_blocks * pixels * 8;
-      if (pointwise_) {
-        pointwise_->run(x, y, threads, ws);
-        continue;
-      }
       GemmProblem p;
       p.m = s_.ocg, p.n = pixels, p.k = s_.k_gemm, p.alpha = 1.0f, p.beta = beta();
       p.a = packed_[0].get();
@@ -397,7 +386,6 @@ class GemmConv final : public Prepared {
   KernelConfig cfg_;  // the kernel the weights were packed for, whatever is active later
   std::vector<float> bias_;
   std::vector<std::unique_ptr<PackedA>> packed_;
-  std::unique_ptr<PointwiseNchw8> pointwise_;  // NCHW8 plans where the ISA has pointwise kernels
 };
 
 std::unique_ptr<Prepared> prepare_gemm(const Shape& s, const float* w, const float* b, bool im2col,
@@ -432,12 +420,10 @@ class Im2colGemm final : public Algorithm {
   std::string unusable_reason(const Shape&) const override { return ""; }
   const char* tuning_name() const override { return "tile"; }
   // Half and twice the L2-derived tile; the tile only matters when the output channels of
-  // a group span more than one MC block (else panels are packed one by one), and not at
-  // all on the pointwise kernels (NCHW8).
+  // a group span more than one MC block (else panels are packed one by one).
   std::vector<int64_t> tunings(const Shape& s) const override {
     const KernelConfig& cfg = conv_gemm_config(s.d.layout);
     if (s.ocg <= cfg.mc) return {};
-    if (s.d.layout == GK_LAYOUT_NCHW8 && PointwiseNchw8::usable(pointwise_kernel(), s)) return {};  // no GEMM tile there
     const int64_t t = default_tile(s, cfg), nr = cfg.kernel->nr;
     std::vector<int64_t> v;
     if (t / 2 >= nr) v.push_back(t / 2 / nr * nr);

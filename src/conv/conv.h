@@ -118,6 +118,8 @@ const Algorithm* im2col_gemm_algorithm();
 const Algorithm* direct_algorithm();
 const Algorithm* depthwise_algorithm();
 const Algorithm* winograd_algorithm(int m);  // m = 2, 4, 6
+const Algorithm* pointwise_nchw8_algorithm();
+const Algorithm* direct_nchw8_algorithm();
 
 // Where a run's time goes, for the benchmark's per-phase breakdown (Winograd reports its
 // input transform, GEMMs and output transform). The sink is set on the calling thread and

@@ -169,7 +169,8 @@ PointwiseNchw8::Strides PointwiseNchw8::strides() const {
   return {chunk_pixels_ * 8, 8};
 }
 
-bool PointwiseNchw8::direct() const { return gathers() && channel_stride_ % 8 != 0; }
+bool PointwiseNchw8::runs_direct(const Shape& s) { return !in_place(s) && channel_stride(s) % 8 != 0; }
+bool PointwiseNchw8::direct() const { return runs_direct(s_); }
 // NCHW8: a tap per (kernel row, column), its C channels adjacent; NCHW: a tap per (kernel
 // row, channel), its kernel_w columns dilation_w apart along the plane's row (the channels
 // of a pixel are a plane apart: as taps they cost one offset each, as a stride a register).

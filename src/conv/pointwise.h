@@ -34,6 +34,9 @@ class PointwiseNchw8 {
   // Whether `kernel` has pointwise kernels and they serve `s` (ungrouped). Else gemm_1x1
   // / im2col_gemm run NCHW8 as GEMMs with B packed from the blocked image.
   static bool usable(const KernelInfo& kernel, const Shape& s);
+  // Whether `s` runs direct (under 8 input channels, not a 1x1 in place), else on the
+  // image in place (1x1) or on im2col chunks.
+  static bool runs_direct(const Shape& s);
 
   // weights: OIHW; bias: nullptr or out_channels.
   PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const float* weights, const float* bias);

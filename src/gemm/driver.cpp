@@ -94,7 +94,7 @@ void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, i
   for (; ir < mc; ir += ker.mr, ++call) {
     const int64_t rows = std::min<int64_t>(ker.mr, mc - ir);
     if (p.c_block_stride) {
-      run_ukernel_blocked_c(ker, rows, cols, kc, p.alpha, a_panels[ir / ker.mr], b_panel, ker.nr, beta, p.c,
+      run_ukernel_blocked_c(ker, rows, cols, kc, p.alpha, a_panels[ir / ker.mr], b_panel, rs_b, beta, p.c,
                             p.c_block_stride, last_k ? &p.epilogue : nullptr, ic + ir, j);
     } else {
       prefetch_next_c(ir);
