@@ -219,7 +219,8 @@ TEST_F(FastRun, FileForAnotherMachineOrVersionIsIgnored) {
   const std::string changes[][2] = {{"cpu=", "cpu=Other_CPU_"},
                                     {"threads=", "threads=9"},
                                     {"version=", "version=9."},
-                                    {"kernel=", "kernel=x"}};
+                                    {"kernel=", "kernel=x"},
+                                    {"algos=", "algos=winograd_f43,"}};
   for (const auto& change : changes) {
     std::string text = good;
     const size_t at = text.find(change[0]);

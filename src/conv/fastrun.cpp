@@ -173,9 +173,13 @@ std::string machine_key() {
     for (const KernelInfo::Pointwise& pw : table[i].pointwise)
       if (pw.fn) kernels += ":" + std::to_string(pw.mr) + "x" + std::to_string(pw.nr) + (pw.one_pixel ? "+1" : "");
   }
+  // The algorithm list: a name may change what it runs when others join (gemm_1x1 ran the
+  // pointwise kernels in NCHW8 before pointwise_nchw8 was listed).
+  std::string algos;
+  for (const Algorithm* a : algorithms()) algos += std::string(algos.empty() ? "" : ",") + a->name();
   std::ostringstream k;
   k << "cpu=" << sanitize(c.model) << ";kernel=" << active_config().kernel->name << ";kernels=" << kernels
-    << ";l1=" << c.l1d_bytes << ";l2=" << c.l2_bytes << ";l3=" << c.l3_bytes
+    << ";algos=" << algos << ";l1=" << c.l1d_bytes << ";l2=" << c.l2_bytes << ";l3=" << c.l3_bytes
     << ";threads=" << gk_get_num_threads() << ";version=" << GEMMKIT_VERSION_STRING;
   return k.str();
 }
