@@ -179,11 +179,15 @@ KernelConfig derive_blocking(const KernelInfo& kernel);
 // tile kernel if none is narrower); *width receives the columns it computes.
 gk_ukernel_fn kernel_for_columns(const KernelInfo& kernel, int64_t n, int64_t* width);
 
+// The one rule for splitting columns among tiles of 24, 16 and 8: with `left` columns to
+// go and 24 the widest width, take 16 when 24 would leave 8 or fewer (16 + 9..16 rather
+// than 24 + 1..8): a 4x8 tile spends 4 broadcasts per k on 4 FMAs (32^3 took as long in
+// its last 8 columns as in the first 24, 128^3 at 1 thread ran 0.93x OpenBLAS).
+constexpr bool takes_16_not_24(int64_t widest, int64_t left) { return widest == 24 && left > 24 && left <= 32; }
+
 // Column panels of one kernel width each: the widest kernel while more columns than it
-// are left, but 16 + 16 rather than 24 + 8 (a 4x8 tile spends 4 broadcasts per k on 4
-// FMAs: 32^3 took as long in its last 8 columns as in the first 24, 128^3 at 1 thread ran
-// 0.93x OpenBLAS); the rest on the narrowest kernel that covers it (a partial panel, cols
-// < width, when the columns are fewer).
+// are left, but 16 rather than 24 where takes_16_not_24; the rest on the narrowest kernel
+// that covers it (a partial panel, cols < width, when the columns are fewer).
 struct ColumnPanel {
   int64_t j, width, cols;  // first column, kernel width, real columns
 };
@@ -201,8 +205,9 @@ class ColumnPanels {
   int tail_count_ = 0;
 };
 // The same for the pointwise kernels (KernelInfo::pointwise) over `columns` rounded up to
-// whole 8-column blocks: the widest kernel while it fits, but 16 + 16 rather than 24 + 8
-// (two 12-accumulator tiles rather than a 6-accumulator one). Empty without them.
+// whole 8-column blocks: the widest kernel while it fits, but 16 rather than 24 where
+// takes_16_not_24 (two 12-accumulator tiles rather than a 6-accumulator one). Empty
+// without them.
 struct PointwisePanel {
   int64_t j;  // first column (a multiple of 8)
   const KernelInfo::Pointwise* kernel;

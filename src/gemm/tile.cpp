@@ -85,11 +85,11 @@ ColumnPanels::ColumnPanels(const KernelInfo& ker, int64_t n) : nr_(ker.nr) {
   for (const NarrowKernel& narrow : ker.narrower) has16 |= narrow.fn && narrow.nr == 16;
   full_ = (n - 1) / nr_;  // panels that start with more than NR columns left
   const int64_t left = n - full_ * nr_;  // 1..NR
-  if (nr_ == 24 && has16 && full_ > 0 && left == 8) {
-    // 32 columns left: 16 + 16, not 24 + 8.
+  if (has16 && full_ > 0 && takes_16_not_24(nr_, left + nr_)) {
     --full_;
+    const int64_t rest = left + nr_ - 16;
     tail_[0] = {full_ * nr_, 16, 16};
-    tail_[1] = {full_ * nr_ + 16, covering(16), 16};
+    tail_[1] = {full_ * nr_ + 16, covering(rest), rest};
     tail_count_ = 2;
     return;
   }
@@ -101,7 +101,7 @@ int pointwise_panels(const KernelInfo& ker, int64_t columns, PointwisePanel* pan
   static_assert(kMaxPointwiseNr % 8 == 0, "panels are whole 8-column blocks");
   auto widest = [&](int64_t left) -> const KernelInfo::Pointwise* {
     for (const KernelInfo::Pointwise& k : ker.pointwise)
-      if (k.fn && k.nr <= left && !(k.nr == 24 && left == 32)) return &k;
+      if (k.fn && k.nr <= left && !takes_16_not_24(k.nr, left)) return &k;
     for (const KernelInfo::Pointwise& k : ker.pointwise)  // an ISA without 16-wide ones
       if (k.fn && k.nr <= left) return &k;
     return nullptr;

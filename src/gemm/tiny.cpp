@@ -127,11 +127,11 @@ template <int kRows>
 __attribute__((target("avx2,fma"))) void tiny_rows(int64_t n, int64_t k, float alpha, const float* a,
                                                    int64_t rs_a, int64_t cs_a, const float* b, int64_t rs_b,
                                                    float beta, float* c, int64_t rs_c) {
-  // 3 vectors (12 accumulators at 4 rows) while more are left, but 16 + 16 rather than
-  // 24 + 8, as column_panels() does.
+  // 3 vectors (12 accumulators at 4 rows) while more are left, but 16 where
+  // takes_16_not_24.
   for (int64_t j = 0, cols; j < n; j += cols) {
     const int64_t left = n - j;
-    cols = left > 24 && left <= 32 ? 16 : std::min<int64_t>(24, left);
+    cols = takes_16_not_24(24, left) ? 16 : std::min<int64_t>(24, left);
     const int64_t vectors = (cols + 7) / 8, last_lanes = cols - 8 * (vectors - 1);
     const __m256i last = lane_mask(last_lanes);
     if (vectors == 3) {
