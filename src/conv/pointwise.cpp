@@ -131,16 +131,9 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
     const int64_t budget = gathers() ? caches().l2 / 4 : caches().l1d / 2;
     chunk_pixels_ = std::clamp<int64_t>(budget / (round_up(k_rows_, 8) * 4) / 12 * 12, 12, 480);
   } else {
-    // K blocks whose panel weights (rows x the widest panel x 4 B) take half of L1 (AVX2,
-    // Zen 3), or with AVX-512's kernels a sixteenth of L2: they stream a panel from L2 with
-    // ease, and longer blocks mean fewer read-modify-write passes over the output and fewer
-    // chunk gathers (Xeon model 207, 3x3 stride-2 layers, ms at 1 / 2 threads, 192 -> 1024
-    // rows: 256->256 28x28 1.95 -> 1.81 / 1.67 -> 1.45, 512->512 14x14 2.99 -> 2.54 / 1.86
-    // -> 1.52, 256->512 14x14 1.18 -> 1.02 / 0.86 -> 0.70). Balanced, whole 8-row blocks; a
-    // chunk's rows of one K block take half of L2.
-    const int64_t budget = kernel.simd == SimdLevel::Avx512 ? caches().l2 / 16 : caches().l1d / 2;
-    const int64_t max_rows = std::max<int64_t>(8, budget / (widest * 4) / 8 * 8);
-    k_block_ = round_up(ceil_div(k_rows_, ceil_div(k_rows_, max_rows)), 8);
+    // K blocks as pointwise_k_block (longer ones also mean fewer chunk gathers); a chunk's
+    // rows of one K block take half of L2.
+    k_block_ = pointwise_k_block(kernel, k_rows_, widest);
     chunk_pixels_ = std::clamp<int64_t>(caches().l2 / 2 / (k_block_ * 4) / 12 * 12, 12, 1020);
   }
 }

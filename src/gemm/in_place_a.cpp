@@ -49,7 +49,10 @@ bool gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConf
   const KernelInfo& ker = *cfg.kernel;
   const PanelList panels(ker, p.n);
   const int64_t width = round_up(p.n, 8), m_pad = round_up(p.m, kInPlaceARowUnit);
-  const int64_t kc_max = std::min(cfg.kc, p.k), mc = std::max(kInPlaceARowUnit, cfg.mc / kInPlaceARowUnit * kInPlaceARowUnit);
+  int64_t widest = 8;
+  for (const PointwisePanel& q : panels) widest = std::max<int64_t>(widest, q.kernel->nr);
+  const int64_t k_block = pointwise_k_block(ker, p.k, widest);
+  const int64_t kc_max = std::min(k_block, p.k), mc = std::max(kInPlaceARowUnit, cfg.mc / kInPlaceARowUnit * kInPlaceARowUnit);
   threads = static_cast<int>(std::min<int64_t>(threads, ceil_div(p.m, kInPlaceARowUnit)));
   const int64_t b_floats = round_up(kc_max, 8) * width;  // blocks may round up to 8
   float* staged = scratch(ScratchSlot::Edge, width * m_pad);
@@ -61,7 +64,7 @@ bool gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConf
     const Range rows = share(ceil_div(p.m, kInPlaceARowUnit), tid, omp_get_num_threads(), kInPlaceARowUnit, p.m);
     float* b_block = b_blocks.part(tid);
     if (rows.begin < rows.end) {
-      for_each_balanced_block(p.k, cfg.kc, 8, [&](int64_t pc, int64_t kc) {
+      for_each_balanced_block(p.k, k_block, 8, [&](int64_t pc, int64_t kc) {
         for (const PointwisePanel& q : panels)
           p.b->pack_panel(pc, kc, q.j, std::min<int64_t>(q.kernel->nr, p.n - q.j), q.kernel->nr, b_block + q.j * kc);
         gk_pointwise_args args;

@@ -117,6 +117,12 @@ int pointwise_panels(const KernelInfo& ker, int64_t columns, PointwisePanel* pan
   return count;
 }
 
+int64_t pointwise_k_block(const KernelInfo& kernel, int64_t k_rows, int64_t widest) {
+  const int64_t budget = kernel.simd == SimdLevel::Avx512 ? caches().l2 / 16 : caches().l1d / 2;
+  const int64_t max_rows = std::max<int64_t>(8, budget / (widest * 4) / 8 * 8);
+  return round_up(ceil_div(k_rows, ceil_div(k_rows, max_rows)), 8);
+}
+
 std::vector<PointwisePanel> pointwise_panels(const KernelInfo& ker, int64_t columns) {
   std::vector<PointwisePanel> panels(static_cast<size_t>(ceil_div(std::max<int64_t>(columns, 0), 8)));
   panels.resize(static_cast<size_t>(pointwise_panels(ker, columns, panels.data(), static_cast<int>(panels.size()))));
