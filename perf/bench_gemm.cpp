@@ -34,6 +34,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gemmkit.h"
@@ -121,6 +122,7 @@ int main(int argc, char** argv) {
   const std::string openblas_path = arg(argc, argv, "openblas", "libopenblas.so.0");
   const std::string blis_path = arg(argc, argv, "blis", "/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4");
   const std::vector<int> thread_counts = gkbench::thread_list(argc, argv);
+  const std::string load_at_start = gkbench::load_average();
 
   std::vector<Library> libs = {{"gemmkit", cblas_sgemm, gk_set_num_threads, false}};
   const gkbench::OpenBlas openblas = gkbench::load_openblas(openblas_path);
@@ -257,7 +259,9 @@ int main(int argc, char** argv) {
         << "- cap: the FMA capacity of the point's threads, probed just before and just after it in each "
         << "round (median over rounds, GFLOP/s); % cap: the median over rounds of GFLOP/s / that round's cap\n- "
         << rounds << " rounds, libraries interleaved point by point; ratios are gemmkit's median GFLOP/s "
-        << "over the peer's; \"faster\": over the faster of OpenBLAS and BLIS\n\n"
+        << "over the peer's; \"faster\": over the faster of OpenBLAS and BLIS\n"
+        << "- load average (1, 5, 15 min) at the start: " << load_at_start << "; after the table: "
+        << gkbench::load_average() << " (" << std::thread::hardware_concurrency() << " CPUs)\n\n"
         << "| shape (MxNxK) | threads | cap | gemmkit GFLOP/s (median / best) | % peak | % cap "
         << "| OpenBLAS (median / best) | % cap | BLIS (median / best) | % cap "
         << "| / OpenBLAS | / BLIS | / faster |\n"

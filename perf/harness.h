@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
@@ -180,6 +181,15 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+// The 1, 5 and 15 minute load averages (/proc/loadavg), "?" where unreadable: the tables
+// print them, since other processes on the cores move every figure, the 2-thread ones most.
+inline std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string one, five, fifteen;
+  if (!(f >> one >> five >> fifteen)) return "?";
+  return one + " " + five + " " + fifteen;
 }
 
 // --key=value from the command line, "1" for a bare --key, else `fallback`.

@@ -145,6 +145,7 @@ std::string run_sweep(const std::vector<Library>& libs, const SweepOptions& o) {
   };
   std::vector<Point> points;
   const double start = now();
+  const std::string load_at_start = load_average();
   for (int t : o.threads)
     for (size_t si = 0; si < shapes.size(); ++si) {
       const SweepShape& s = shapes[si];
@@ -202,7 +203,8 @@ std::string run_sweep(const std::vector<Library>& libs, const SweepOptions& o) {
      << " GFLOP drawn again), transpose pairs NN, NT, TN, TT in turn, row-major, alpha=1, beta=0\n"
      << "- each point: the libraries back to back (order rotating), an untimed call, then the median of 5 "
      << "timed batches of " << fixed(o.min_seconds * 1e3 / 5, 1) << " ms (at least 3 calls); "
-     << fixed(elapsed, 0) << " s in all\n";
+     << fixed(elapsed, 0) << " s in all\n"
+     << "- load average (1, 5, 15 min) at the start: " << load_at_start << "; at the end: " << load_average() << "\n";
   if (libs.size() < 2) {
     md << "\nNo peer library was loaded: gemmkit's figures only (sweep.csv).\n";
   } else {
