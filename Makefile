@@ -151,7 +151,7 @@ BENCH_CONV_BIN := $(BUILD)/perf/bench_conv
 # Network operations against memcpy (not in `make bench` yet).
 BENCH_OPS_BIN := $(BUILD)/perf/bench_ops
 $(BUILD)/obj/perf/%.o: CXXFLAGS += -O3
-$(BENCH_BIN): $(BUILD)/obj/perf/bench_gemm.o $(BUILD)/obj/perf/peak.o $(STATIC)
+$(BENCH_BIN): $(BUILD)/obj/perf/bench_gemm.o $(BUILD)/obj/perf/peak.o $(BUILD)/obj/perf/sweep.o $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) -o $@ $^ -lbenchmark $(LDLIBS) -ldl
 $(BENCH_CONV_BIN): $(BUILD)/obj/perf/bench_conv.o $(STATIC)

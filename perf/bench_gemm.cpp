@@ -1,17 +1,24 @@
-// gemmkit vs OpenBLAS sgemm in the same process (OpenBLAS is dlopen'ed with RTLD_LOCAL so
-// the two cblas_sgemm symbols never clash). Every point is timed for both libraries back
-// to back, the order alternating by round; each round is one google-benchmark measurement
-// per point, and the table reports medians over rounds and the best round. Rounds are
-// many and short (7 of 0.1 s): this VM's speed changes in phases of a second or more, which
-// 3 rounds of 0.25 s left to chance per point.
+// gemmkit vs OpenBLAS and BLIS sgemm in the same process (both peers are dlopen'ed with
+// RTLD_LOCAL so the cblas_sgemm symbols never clash). Every point is timed for the three
+// libraries back to back, the order rotating by round; each round is one google-benchmark
+// measurement per point, and the table reports medians over rounds and the best round.
+// Rounds are many and short (7 of 0.1 s): this VM's speed changes in phases of a second or
+// more, which 3 rounds of 0.25 s left to chance per point. Around each point, in each
+// round, the FMA capacity of its threads is probed (a few ms before and after): the
+// "% cap" columns are the median over rounds of GFLOP/s / that round's capacity.
 //
 // Then a strided batch (gk_sgemm_batch_strided, 1000 products of 16^3 and 32^3) against
 // loops of cblas_sgemm calls, gemmkit's and OpenBLAS's.
 //
-//   bench_gemm [--rounds=N] [--threads=1,2] [--quick] [--out=DIR] [--openblas=LIB]
-//              [--shapes=LABEL,...]   (only the shapes with these labels, e.g. 512x49x4608,1024)
+// Then the random sweep (perf/sweep.cpp): 300 shapes, log-uniform in 1..4000, against the
+// faster peer.
 //
-// Writes DIR/gemm.md (the table), DIR/gemm.csv (every round), DIR/gemm.png (gnuplot).
+//   bench_gemm [--rounds=N] [--threads=1,2] [--quick] [--out=DIR] [--openblas=LIB] [--blis=LIB]
+//              [--shapes=LABEL,...]   (only the shapes with these labels, e.g. 512x49x4608,1024)
+//              [--sweep=N] [--sweep_seed=S]   (N random shapes, 0: no sweep)
+//
+// Writes DIR/gemm.md (the table), DIR/gemm.csv (every round), DIR/gemm.png (gnuplot),
+// DIR/sweep.md and DIR/sweep.csv (the sweep).
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -27,23 +34,19 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gemmkit.h"
 #include "harness.h"
 #include "peak.h"
+#include "sweep.h"
 
 namespace {
 
 using gkbench::arg;
+using gkbench::Library;
 using gkbench::median;
-
-struct Library {
-  std::string name;
-  gkbench::SgemmFn sgemm;
-  void (*set_threads)(int);
-  bool spins_after_call;  // OpenBLAS's pthread workers spin ~0.1 s after each call
-};
 
 struct Shape {
   std::string label;
@@ -117,7 +120,9 @@ int main(int argc, char** argv) {
   const int rounds = std::stoi(arg(argc, argv, "rounds", quick ? "2" : "7"));
   const std::string out_dir = arg(argc, argv, "out", "build/bench");
   const std::string openblas_path = arg(argc, argv, "openblas", "libopenblas.so.0");
+  const std::string blis_path = arg(argc, argv, "blis", "/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4");
   const std::vector<int> thread_counts = gkbench::thread_list(argc, argv);
+  const std::string load_at_start = gkbench::load_average();
 
   std::vector<Library> libs = {{"gemmkit", cblas_sgemm, gk_set_num_threads, false}};
   const gkbench::OpenBlas openblas = gkbench::load_openblas(openblas_path);
@@ -125,7 +130,14 @@ int main(int argc, char** argv) {
   if (openblas.ok()) {
     libs.push_back({"openblas", openblas.sgemm, openblas.set_threads, true});
   } else {
-    std::fprintf(stderr, "bench: OpenBLAS %s; gemmkit only\n", openblas_core.c_str());
+    std::fprintf(stderr, "bench: OpenBLAS %s; its columns show -\n", openblas_core.c_str());
+  }
+  const gkbench::Blis blis = gkbench::load_blis(blis_path);
+  if (blis.ok()) {
+    libs.push_back({"blis", blis.sgemm, blis.set_threads, false});
+  } else {
+    std::fprintf(stderr, "bench: BLIS %s (Debian: apt-get install libblis4-openmp); its columns show -\n",
+                 blis.description.c_str());
   }
 
   std::map<int, double> peak;  // threads -> GFLOP/s of the widest FMA the CPU has
@@ -176,6 +188,7 @@ int main(int argc, char** argv) {
     for (int t : thread_counts) {
       batch_groups.emplace_back();
       for (const Library& lib : libs) {
+        if (lib.name == "blis") continue;  // the batch table's loops: gemmkit's and OpenBLAS's
         const std::string name = batch_name(size, t, lib.name + "-loop");
         batch_groups.back().push_back(name);
         benchmark::RegisterBenchmark(name.c_str(), [size, d, t, lib](benchmark::State& st) {
@@ -200,18 +213,28 @@ int main(int argc, char** argv) {
   }
   benchmark::Initialize(&argc, argv);
 
-  // samples[name] = seconds per call, one per round.
+  // samples[name] = seconds per call, one per round; capacity[group][round] = the FMA
+  // capacity of the group's threads probed before and after it, averaged.
   std::vector<std::vector<std::string>> groups;
+  std::vector<int> group_threads;
   std::set<std::string> spinners;
   for (const Shape& s : all_shapes)
     for (int t : thread_counts) {
       groups.emplace_back();
+      group_threads.push_back(t);
       for (const Library& lib : libs) {
         groups.back().push_back(point_name(s, t, lib.name));
         if (lib.spins_after_call) spinners.insert(point_name(s, t, lib.name));
       }
     }
-  std::map<std::string, std::vector<double>> samples = gkbench::run_interleaved(groups, rounds, spinners);
+  std::vector<std::vector<double>> capacity(groups.size(), std::vector<double>(rounds, 0.0));
+  double probe_before = 0;
+  auto probe = [&](size_t g, int r, bool after) {
+    const double cap = gkbench::probe_fma_capacity_gflops(group_threads[g]);
+    if (!after) probe_before = cap;
+    else capacity[g][r] = 0.5 * (probe_before + cap);
+  };
+  std::map<std::string, std::vector<double>> samples = gkbench::run_interleaved(groups, rounds, spinners, probe);
   for (const auto& g : batch_groups)
     for (const std::string& name : g)
       if (name.find("openblas") != std::string::npos) spinners.insert(name);
@@ -222,53 +245,94 @@ int main(int argc, char** argv) {
   std::string cmd = "mkdir -p '" + out_dir + "'";
   if (std::system(cmd.c_str()) != 0) return 1;
   std::ofstream csv(out_dir + "/gemm.csv"), md(out_dir + "/gemm.md"), dat(out_dir + "/gemm.dat");
-  csv << "shape,m,n,k,threads,library,round,seconds,gflops\n";
+  csv << "shape,m,n,k,threads,library,round,seconds,gflops,fma_cap\n";
   std::ostringstream table;
-  table << "# gemmkit vs OpenBLAS sgemm (row-major, alpha=1, beta=0)\n\n"
+  table << "# gemmkit vs OpenBLAS and BLIS sgemm (row-major, alpha=1, beta=0)\n\n"
         << "- gemmkit: " << gk_config_string() << "\n"
         << "- OpenBLAS: " << openblas_core << "\n"
+        << "- BLIS: " << blis.description << "\n"
         << "- measured FMA peak, 1 thread: " << std::lround(peak256_1) << " GFLOP/s (AVX2)"
         << (peak512_1 > 0 ? ", " + std::to_string(std::lround(peak512_1)) + " (AVX-512)" : std::string());
   for (const auto& [t, gflops] : peak)
     if (t > 1) table << "; " << t << " threads: " << std::lround(gflops);
-  table << " (each thread's rate, summed: the % peak columns)\n- " << rounds
-        << " rounds, libraries interleaved point by point\n\n"
-        << "| shape (MxNxK) | threads | gemmkit GFLOP/s (median / best) | % peak | OpenBLAS GFLOP/s (median / best) | % peak | ratio (median) |\n"
-        << "|---|---|---|---|---|---|---|\n";
-  std::vector<double> log_ratios;
+  table << " (each thread's rate, summed: the % peak column)\n"
+        << "- cap: the FMA capacity of the point's threads, probed just before and just after it in each "
+        << "round (median over rounds, GFLOP/s); % cap: the median over rounds of GFLOP/s / that round's cap\n- "
+        << rounds << " rounds, libraries interleaved point by point; ratios are gemmkit's median GFLOP/s "
+        << "over the peer's; \"faster\": over the faster of OpenBLAS and BLIS\n"
+        << "- load average (1, 5, 15 min) at the start: " << load_at_start << "; after the table: "
+        << gkbench::load_average() << " (" << std::thread::hardware_concurrency() << " CPUs)\n\n"
+        << "| shape (MxNxK) | threads | cap | gemmkit GFLOP/s (median / best) | % peak | % cap "
+        << "| OpenBLAS (median / best) | % cap | BLIS (median / best) | % cap "
+        << "| / OpenBLAS | / BLIS | / faster |\n"
+        << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  // Columns by library: gemmkit, OpenBLAS, BLIS (absent peers: "-").
+  const std::vector<std::string> column_libs = {"gemmkit", "openblas", "blis"};
+  std::map<std::string, std::vector<double>> log_ratios;  // "openblas", "blis", "faster"
+  std::map<std::string, double> lowest;
   int index = 0;
-  for (const Shape& s : all_shapes) {
-    for (int t : thread_counts) {
+  for (size_t si = 0; si < all_shapes.size(); ++si) {
+    const Shape& s = all_shapes[si];
+    for (size_t ti = 0; ti < thread_counts.size(); ++ti) {
+      const int t = thread_counts[ti];
+      const size_t g = si * thread_counts.size() + ti;
       const double flops = 2.0 * s.m * s.n * s.k;
-      double med[2] = {0, 0}, best[2] = {0, 0};
-      for (size_t li = 0; li < libs.size() && li < 2; ++li) {
-        const std::string name = point_name(s, t, libs[li].name);
-        std::vector<double> gf;
+      double med[3] = {0, 0, 0}, best[3] = {0, 0, 0}, of_cap[3] = {0, 0, 0};
+      for (size_t li = 0; li < column_libs.size(); ++li) {
+        const std::string name = point_name(s, t, column_libs[li]);
+        if (!samples.count(name)) continue;
+        std::vector<double> gf, fraction;
         int round = 0;
         for (double sec : samples[name]) {
           gf.push_back(flops / sec * 1e-9);
+          const double cap = round < rounds ? capacity[g][round] : 0.0;
+          if (cap > 0) fraction.push_back(gf.back() / cap);
           csv << '"' << s.label << "\"," << s.m << ',' << s.n << ',' << s.k << ',' << t << ','
-              << libs[li].name << ',' << round++ << ',' << sec << ',' << gf.back() << '\n';
+              << column_libs[li] << ',' << round++ << ',' << sec << ',' << gf.back() << ',' << cap << '\n';
         }
         med[li] = median(gf);
         best[li] = gf.empty() ? 0 : *std::max_element(gf.begin(), gf.end());
+        of_cap[li] = median(fraction);
       }
-      const double ratio = med[1] > 0 ? med[0] / med[1] : 0;
-      if (ratio > 0) log_ratios.push_back(std::log(ratio));
-      char row[256];
-      std::snprintf(row, sizeof row, "| %s (%dx%dx%d) | %d | %.1f / %.1f | %.0f%% | %.1f / %.1f | %.0f%% | %.2f |\n",
-                    s.label.c_str(), s.m, s.n, s.k, t, med[0], best[0], 100 * med[0] / peak[t], med[1],
-                    best[1], 100 * med[1] / peak[t], ratio);
+      auto cell = [](double m, double b) {
+        char c[64];
+        if (m > 0) std::snprintf(c, sizeof c, "%.1f / %.1f", m, b);
+        else std::snprintf(c, sizeof c, "-");
+        return std::string(c);
+      };
+      auto percent = [](double f) { return f > 0 ? std::to_string(std::lround(100 * f)) + "%" : std::string("-"); };
+      auto ratio_cell = [&](const std::string& key, double peer) {
+        if (med[0] <= 0 || peer <= 0) return std::string("-");
+        const double r = med[0] / peer;
+        log_ratios[key].push_back(std::log(r));
+        lowest[key] = lowest.count(key) ? std::min(lowest[key], r) : r;
+        char c[32];
+        std::snprintf(c, sizeof c, "%.2f", r);
+        return std::string(c);
+      };
+      const double faster = std::max(med[1], med[2]);
+      char row[512];
+      std::snprintf(row, sizeof row, "| %s (%dx%dx%d) | %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+                    s.label.c_str(), s.m, s.n, s.k, t, median(capacity[g]), cell(med[0], best[0]).c_str(),
+                    percent(med[0] / peak[t]).c_str(), percent(of_cap[0]).c_str(), cell(med[1], best[1]).c_str(),
+                    percent(of_cap[1]).c_str(), cell(med[2], best[2]).c_str(), percent(of_cap[2]).c_str(),
+                    ratio_cell("OpenBLAS", med[1]).c_str(), ratio_cell("BLIS", med[2]).c_str(),
+                    ratio_cell("the faster peer", faster).c_str());
       table << row;
-      dat << index << " \"" << s.label << "\" " << t << ' ' << med[0] << ' ' << med[1] << '\n';
+      dat << index << " \"" << s.label << "\" " << t;
+      for (double m : med) dat << ' ' << (m > 0 ? std::to_string(m) : std::string("NaN"));  // NaN: not loaded
+      dat << '\n';
     }
     ++index;
   }
-  if (!log_ratios.empty()) {
-    double sum = 0, worst = 1e9;
-    for (double l : log_ratios) sum += l, worst = std::min(worst, std::exp(l));
-    table << "\nGeometric mean ratio gemmkit/OpenBLAS: " << std::exp(sum / log_ratios.size())
-          << "; lowest: " << worst << "\n";
+  table << "\n";
+  for (const auto& [key, logs] : log_ratios) {
+    double sum = 0;
+    for (double l : logs) sum += l;
+    char line[200];
+    std::snprintf(line, sizeof line, "Geometric mean ratio gemmkit / %s: %.3f over %zu points; lowest: %.3f\n",
+                  key.c_str(), std::exp(sum / logs.size()), logs.size(), lowest[key]);
+    table << line;
   }
   table << "\n## Strided batch: " << kBatch << " products, gk_sgemm_batch_strided against a loop of "
         << "cblas_sgemm calls (ms per batch, median of rounds)\n\n"
@@ -295,14 +359,15 @@ int main(int argc, char** argv) {
 
   std::ofstream gp(out_dir + "/gemm.gp");
   gp << "set terminal pngcairo size 1400,700\nset output '" << out_dir << "/gemm.png'\n"
-     << "set title 'sgemm GFLOP/s (median of rounds): gemmkit vs OpenBLAS'\n"
+     << "set title 'sgemm GFLOP/s (median of rounds): gemmkit vs OpenBLAS and BLIS'\n"
      << "set ylabel 'GFLOP/s'\nset xtics rotate by -45\nset key top left\nset grid ytics\n"
      << "plot";
   for (size_t ti = 0; ti < thread_counts.size(); ++ti) {
     const int t = thread_counts[ti];
     gp << (ti ? "," : "") << " '" << out_dir << "/gemm.dat' using 1:($3==" << t
        << "?$4:1/0):xtic(2) with linespoints title 'gemmkit " << t << "T', '" << out_dir
-       << "/gemm.dat' using 1:($3==" << t << "?$5:1/0) with linespoints dt 2 title 'OpenBLAS " << t << "T'";
+       << "/gemm.dat' using 1:($3==" << t << "?$5:1/0) with linespoints dt 2 title 'OpenBLAS " << t << "T', '"
+       << out_dir << "/gemm.dat' using 1:($3==" << t << "?$6:1/0) with linespoints dt 3 title 'BLIS " << t << "T'";
   }
   gp << '\n';
   gp.close();
@@ -311,5 +376,19 @@ int main(int argc, char** argv) {
     if (std::system(plot.c_str()) == 0) std::printf("plot: %s/gemm.png\n", out_dir.c_str());
   }
   std::printf("table: %s/gemm.md, samples: %s/gemm.csv\n", out_dir.c_str(), out_dir.c_str());
+
+  // The random sweep: 300 shapes by default (60, shorter and smaller, with --quick); none
+  // with --sweep=0, nor when --shapes chose shapes unless --sweep=N asks for it too.
+  gkbench::SweepOptions sweep;
+  const std::string sweep_arg = arg(argc, argv, "sweep", arg(argc, argv, "shapes", "").empty() ? "default" : "0");
+  if (quick) sweep.shapes = 60, sweep.min_seconds = 0.005, sweep.max_gflop = 1.0;
+  if (sweep_arg != "default" && sweep_arg != "1") sweep.shapes = std::stoi(sweep_arg);
+  sweep.seed = std::stoull(arg(argc, argv, "sweep_seed", std::to_string(sweep.seed)));
+  sweep.threads = thread_counts;
+  sweep.out_dir = out_dir;
+  if (sweep.shapes > 0) {
+    std::printf("\n%s", gkbench::run_sweep(libs, sweep).c_str());
+    std::printf("sweep: %s/sweep.md, points: %s/sweep.csv\n", out_dir.c_str(), out_dir.c_str());
+  }
   return 0;
 }

@@ -13,7 +13,8 @@ case "$what" in
   # libblas-test: Debian's netlib BLAS testers, run against the library by make test.
   # cmake: the test that builds a CMake project against the installed package.
   test) pkgs+=(googletest libgtest-dev libblas-test cmake) ;;
-  bench-libs | bench) pkgs+=(libbenchmark-dev libopenblas-dev libdnnl-dev gnuplot-nox) ;;
+  # libblis4-openmp: BLIS, the GEMM table's second peer (dlopen'ed, so no headers).
+  bench-libs | bench) pkgs+=(libbenchmark-dev libopenblas-dev libblis4-openmp libdnnl-dev gnuplot-nox) ;;
   *) echo "install-deps: unknown target '$what' (build, test, bench-libs or bench)" >&2; exit 2 ;;
 esac
 # PyTorch (a large download) is the whole-network reference: bench only, never test.
