@@ -168,7 +168,7 @@ TEST(Sgemm, MatrixVectorShapes) {
 }
 
 // A GEMM with a few rows (or columns) against a matrix that outgrows L2 runs as that
-// matrix times R vectors (gk::gemv_serves) when the matrix's columns are contiguous; the
+// matrix times R vectors (the GEMV path) when the matrix's columns are contiguous; the
 // other layouts take the packed paths. Every transpose and layout, R from 2 to
 // kGemvMaxVectors, rows and columns with tails, 1 and 2 threads.
 TEST(Sgemm, FewRowsOrColumnsAgainstALargeMatrix) {

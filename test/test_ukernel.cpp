@@ -180,7 +180,7 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
   a.x = origin + pixel_stride, a.w = w.data(), a.y = y.data() + 8;
   a.full_blocks = t.channels / 8, a.tail_channels = t.channels % 8;
   if (t.run_stride > 0) a.full_blocks = 0, a.tail_channels = t.channels, a.x_channel_stride = t.run_stride;
-  a.x_block_stride = block_stride, a.x_pixel_stride = pixel_stride, a.y_block_stride = pixels * 8;
+  a.x_block_stride = block_stride, a.x_row_stride = pixel_stride, a.y_block_stride = pixels * 8;
   a.bias = t.with_bias ? bias.data() : nullptr, a.activation = t.act, a.accumulate = t.accumulate;
   a.tiles = t.tiles;
   if (t.taps > 1) a.taps = t.taps, a.tap_offsets = tap_bytes.data();
@@ -225,7 +225,7 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
     std::vector<gk::KernelInfo::Pointwise> kernels;  // each kernel, and its one-pixel variant
     for (const gk::KernelInfo::Pointwise& pw : ker.pointwise) {
       if (pw.fn) kernels.push_back(pw);
-      if (pw.one_pixel) kernels.push_back({1, pw.nr, pw.one_pixel, nullptr});
+      if (pw.one_row) kernels.push_back({1, pw.nr, pw.one_row, nullptr});
     }
     for (const gk::KernelInfo::Pointwise& pw : kernels) {
       EXPECT_TRUE(pw.mr <= gk::kMaxPointwiseMr && 12 % pw.mr == 0 && pw.nr <= gk::kMaxPointwiseNr && pw.nr % 8 == 0) << ker.name;

@@ -14,62 +14,76 @@
 #include <cstdint>
 
 extern "C" {
-// Field offsets are part of the assembly ABI: keep in step with the .S files.
+// Field offsets are part of the assembly ABI: the static_asserts below hold each one the
+// .S files read.
 struct gk_ukernel_args {
-  const float* a;  // 0
-  const float* b;  // 8
-  float* c;        // 16
-  int64_t k;       // 24
-  int64_t rs_b;    // 32 (floats)
-  int64_t rs_c;    // 40 (floats)
-  float alpha;     // 48
-  float beta;      // 52
+  const float* a;
+  const float* b;
+  float* c;
+  int64_t k;
+  int64_t rs_b;  // floats
+  int64_t rs_c;  // floats
+  float alpha;
+  float beta;
   // The fused epilogue, read only by kernels whose KernelInfo says fused_epilogue (others
   // get it applied by gk::run_ukernel): C = act(alpha * A * B + beta * C + row_bias[i]).
-  const float* row_bias;  // 56: nullptr, or one bias per row
-  int32_t activation;     // 64: 0 none, 1 ReLU, 2 ReLU6 (as gk::Activation)
+  const float* row_bias;  // nullptr, or one bias per row
+  int32_t activation;     // 0 none, 1 ReLU, 2 ReLU6 (as gk::Activation)
 };
 typedef void (*gk_ukernel_fn)(const gk_ukernel_args* args);
 
-// Pointwise (1x1) convolution kernels on NCHW8 tensors (src/arch/x86_64/pointwise_avx2.inc):
-//   y[pixel i][oc j] = act(bias[j] + sum_c x[pixel i][c] * w[c][j]),  i < MR, j < NR
-// x points at pixel 0 of channel block 0 (channel c of pixel i at (c / 8) * x_block_stride
-// + i * x_pixel_stride + c % 8 floats: 8 in an NCHW8 image; the channels of the partial
-// block are x_channel_stride apart: 1 there, dilation_w where a direct convolution on an
-// NCHW image makes a tap's kernel columns its channels); w is C rows of NR floats
-// (packed at plan time); y points at pixel 0 of the first of NR / 8 output channel blocks
-// (NCHW8: pixel i at 8 * i), y_block_stride floats apart; with `accumulate` the tile
-// already there is added to the sum (a K-blocked convolution passes bias and activation
-// with its last block only). MR pixels are read and written: the caller stages a partial
-// pixel tile. One call runs `tiles` such tiles side by side.
+// Pointwise kernels (src/arch/x86_64/pointwise_avx2.inc): the GEMM kernel turned around,
+// an MR x NR tile of Y = act(bias + X W) whose K "channels" are read from each row of X
+// in blocks of 8 and whose NR columns are stored as NR / 8 blocks of 8:
+//   y[i][j] = act(bias[j] + sum_c x[i][c] * w[c][j]),  i < MR, j < NR
+// Channel c of row i is at (c / 8) * x_block_stride + i * x_row_stride + c % 8 floats
+// from x (the last, partial block's channels x_channel_stride apart); w is K rows of NR
+// floats; column j of row i is at (j / 8) * y_block_stride + i * 8 + j % 8 from y. With
+// `accumulate` the tile already in y is added to the sum (a K-blocked caller passes bias
+// and activation with its last block only). MR rows are read and written: the caller
+// stages a partial tile. One call runs `tiles` tiles, MR rows apart.
+// A tap list: K comes as `taps` runs of (full_blocks, tail_channels) channels, run t read
+// at the row's address plus tap_offsets[t] bytes (any sign); null offsets: one run at
+// offset 0. (A convolution's rows are pixels, its columns output channels; the in-place-A
+// GEMM's rows are A's.)
 struct gk_pointwise_args {
-  const float* x;          // 0
-  const float* w;          // 8
-  float* y;                // 16
-  int64_t full_blocks;     // 24: channel blocks of 8
-  int64_t tail_channels;   // 32: channels of the last, partial block (0..7; any count
-                           //     when full_blocks is 0)
-  int64_t x_block_stride;  // 40 (floats)
-  int64_t y_block_stride;  // 48 (floats)
-  const float* bias;       // 56: nullptr, or NR floats
-  int32_t activation;      // 64: as gk_ukernel_args
-  int64_t x_pixel_stride;  // 72 (floats)
-  int32_t accumulate;      // 80: non-zero: the output tile is added in (before bias and activation)
-  int64_t tiles;           // 88: consecutive MR-pixel tiles to run (>= 1): tile t reads x +
-                           //     t * MR * x_pixel_stride and writes y + t * MR * 8
-  // 96, 104: a direct convolution's taps: the K rows are `taps` times (full_blocks,
-  // tail_channels), tap t's input at the tile's plus tap_offsets[t] bytes (any sign).
-  // Null offsets: one tap at offset 0 (a 1x1 or an im2col buffer); taps >= 1.
+  const float* x;
+  const float* w;
+  float* y;
+  int64_t full_blocks;     // blocks of 8 channels per row (per tap)
+  int64_t tail_channels;   // channels of the last, partial block (0..7; any count when full_blocks is 0)
+  int64_t x_block_stride;  // floats
+  int64_t y_block_stride;  // floats
+  const float* bias;       // nullptr, or NR floats
+  int32_t activation;      // as gk_ukernel_args
+  int64_t x_row_stride;    // floats
+  int32_t accumulate;      // non-zero: the tile in y is added in (before bias and activation)
+  int64_t tiles;           // consecutive MR-row tiles to run (>= 1): tile t reads x + t * MR *
+                           // x_row_stride and writes y + t * MR * 8
   const int64_t* tap_offsets = nullptr;
   int64_t taps = 1;
-  int64_t x_channel_stride = 1;  // 112 (floats): between the partial block's channels
+  int64_t x_channel_stride = 1;  // floats, between the partial block's channels
 };
 typedef void (*gk_pointwise_fn)(const gk_pointwise_args* args);
 }
-// The assembly reads the fields at these byte offsets.
-static_assert(offsetof(gk_pointwise_args, tap_offsets) == 96 && offsetof(gk_pointwise_args, taps) == 104 &&
+
+// The byte offsets the assembly reads (sgemm_avx2.inc, sgemm_14x32_avx512.S,
+// pointwise_avx2.inc, pointwise_avx512.inc, the NEON kernel).
+static_assert(offsetof(gk_ukernel_args, a) == 0 && offsetof(gk_ukernel_args, b) == 8 &&
+                  offsetof(gk_ukernel_args, c) == 16 && offsetof(gk_ukernel_args, k) == 24 &&
+                  offsetof(gk_ukernel_args, rs_b) == 32 && offsetof(gk_ukernel_args, rs_c) == 40 &&
+                  offsetof(gk_ukernel_args, alpha) == 48 && offsetof(gk_ukernel_args, beta) == 52 &&
+                  offsetof(gk_ukernel_args, row_bias) == 56 && offsetof(gk_ukernel_args, activation) == 64,
+              "gk_ukernel_args layout: see the .S files");
+static_assert(offsetof(gk_pointwise_args, x) == 0 && offsetof(gk_pointwise_args, w) == 8 &&
+                  offsetof(gk_pointwise_args, y) == 16 && offsetof(gk_pointwise_args, full_blocks) == 24 &&
+                  offsetof(gk_pointwise_args, tail_channels) == 32 && offsetof(gk_pointwise_args, x_block_stride) == 40 &&
+                  offsetof(gk_pointwise_args, y_block_stride) == 48 && offsetof(gk_pointwise_args, bias) == 56 &&
+                  offsetof(gk_pointwise_args, activation) == 64 && offsetof(gk_pointwise_args, x_row_stride) == 72 &&
+                  offsetof(gk_pointwise_args, accumulate) == 80 && offsetof(gk_pointwise_args, tiles) == 88 &&
+                  offsetof(gk_pointwise_args, tap_offsets) == 96 && offsetof(gk_pointwise_args, taps) == 104 &&
                   offsetof(gk_pointwise_args, x_channel_stride) == 112,
-              "gk_pointwise_args layout: see pointwise_avx2.inc");
+              "gk_pointwise_args layout: see pointwise_avx2.inc and pointwise_avx512.inc");
 
 namespace gk {
 
@@ -81,37 +95,83 @@ enum class SimdLevel { Baseline, Avx2, Avx512 };
 // A kernel of the same MR and contract but fewer columns, for the last panel of an N that
 // is not a multiple of NR (B panels keep their full NR width: rs_b is the packed width).
 struct NarrowKernel {
-  int nr;
-  gk_ukernel_fn fn;
+  int nr = 0;
+  gk_ukernel_fn fn = nullptr;
 };
 
-// One entry of an ISA's kernel table: the kernel, its shape, and its blocking: MC and NC
-// are used when the cache sizes are unknown; KC is the value measured best with a 32 KiB
-// L1d, scaled with the L1d detected (src/gemm/config.cpp).
+// One entry of an ISA's kernel table, written with the builder below so each field is
+// named: the kernel, its shape, and its blocking. MC and NC are used when the cache sizes
+// are unknown; KC is the value measured best with a 32 KiB L1d, scaled with the L1d
+// detected (src/gemm/config.cpp).
 struct KernelInfo {
-  const char* name;     // what GEMMKIT_KERNEL / gk_set_kernel take: "avx512", "avx2", ...
-  const char* isa;      // human-readable ISA level
-  SimdLevel simd;
-  int mr, nr;
-  gk_ukernel_fn full_tile;
+  const char* name = "";  // what GEMMKIT_KERNEL / gk_set_kernel take: "avx512", "avx2", ...
+  const char* isa = "";   // human-readable ISA level
+  SimdLevel simd = SimdLevel::Baseline;
+  int mr = 0, nr = 0;
+  gk_ukernel_fn full_tile = nullptr;
   // Narrower kernels by ascending width; unused entries are {0, nullptr}.
-  NarrowKernel narrower[2];
-  int64_t default_mc, default_kc, default_nc;
-  bool (*cpu_supports)();
-  bool automatic;  // eligible for automatic selection (else only when named)
-  // Applies row_bias and activation itself (full and narrow kernels alike), so conv
-  // epilogues cost no second pass over the C tile.
+  NarrowKernel narrower[2] = {};
+  int64_t default_mc = 0, default_kc = 0, default_nc = 0;
+  bool (*cpu_supports)() = nullptr;
+  bool automatic = true;  // eligible for automatic selection (else only when named)
+  // Applies row_bias and activation itself (full and narrow kernels alike), so epilogues
+  // cost no second pass over the C tile.
   bool fused_epilogue = false;
-  // Pointwise NCHW8 kernels by descending width ({0, 0, nullptr} unused): where an ISA has
-  // them, ungrouped NCHW8 convolutions run on them (src/conv/pointwise.cpp). Shapes are
-  // at most kMaxPointwiseMr x kMaxPointwiseNr (the callers' staging is sized for that),
-  // MR dividing 12 and NR a multiple of 8; `one_pixel` is the same kernel for one pixel
-  // (MR 1, for the pixels past the last whole tile), or nullptr.
+  // Pointwise kernels by descending width ({0, 0, nullptr} unused): where an ISA has them,
+  // ungrouped NCHW8 convolutions (src/conv/pointwise.cpp) and the in-place-A GEMM path
+  // run on them. Shapes are at most kMaxPointwiseMr x kMaxPointwiseNr (the callers'
+  // staging is sized for that), MR dividing 12 and NR a multiple of 8; `one_row` is the
+  // same kernel for one row (MR 1, for the rows past the last whole tile), or nullptr.
   struct Pointwise {
-    int mr, nr;
-    gk_pointwise_fn fn;
-    gk_pointwise_fn one_pixel;
+    int mr = 0, nr = 0;
+    gk_pointwise_fn fn = nullptr;
+    gk_pointwise_fn one_row = nullptr;
   } pointwise[3] = {};
+
+  // The builder: KernelInfo::entry(...).tile(...).narrow(...)... Each call names what it
+  // sets; narrow() and pointwise_kernel() append in the order given.
+  static constexpr KernelInfo entry(const char* name, const char* isa, SimdLevel simd) {
+    KernelInfo k;
+    k.name = name, k.isa = isa, k.simd = simd;
+    return k;
+  }
+  constexpr KernelInfo tile(int m, int n, gk_ukernel_fn fn) const {
+    KernelInfo k = *this;
+    k.mr = m, k.nr = n, k.full_tile = fn;
+    return k;
+  }
+  constexpr KernelInfo narrow(int n, gk_ukernel_fn fn) const {
+    KernelInfo k = *this;
+    (k.narrower[0].fn ? k.narrower[1] : k.narrower[0]) = NarrowKernel{n, fn};
+    return k;
+  }
+  constexpr KernelInfo blocking(int64_t mc, int64_t kc, int64_t nc) const {
+    KernelInfo k = *this;
+    k.default_mc = mc, k.default_kc = kc, k.default_nc = nc;
+    return k;
+  }
+  constexpr KernelInfo supported_if(bool (*supports)()) const {
+    KernelInfo k = *this;
+    k.cpu_supports = supports;
+    return k;
+  }
+  constexpr KernelInfo named_only() const {
+    KernelInfo k = *this;
+    k.automatic = false;
+    return k;
+  }
+  constexpr KernelInfo with_fused_epilogue() const {
+    KernelInfo k = *this;
+    k.fused_epilogue = true;
+    return k;
+  }
+  constexpr KernelInfo pointwise_kernel(int m, int n, gk_pointwise_fn fn, gk_pointwise_fn one_row) const {
+    KernelInfo k = *this;
+    int slot = 0;
+    while (slot < 2 && k.pointwise[slot].fn) ++slot;
+    k.pointwise[slot] = Pointwise{m, n, fn, one_row};
+    return k;
+  }
 };
 
 // The ISA's kernel table, best first, ending with the portable kernel. Defined once per
@@ -124,8 +184,10 @@ inline bool always_supported() { return true; }
 // the tables are constant-initialized (no cross-file static initialization order).
 extern "C" void gk_sgemm_4x8_generic(const gk_ukernel_args* args);
 constexpr KernelInfo generic_kernel_info() {
-  return {"generic", "portable C++", SimdLevel::Baseline, 4, 8, gk_sgemm_4x8_generic, {}, 128, 256, 4096,
-          always_supported, true};
+  return KernelInfo::entry("generic", "portable C++", SimdLevel::Baseline)
+      .tile(4, 8, gk_sgemm_4x8_generic)
+      .blocking(128, 256, 4096)
+      .supported_if(always_supported);
 }
 
 // The largest MR * NR of any kernel: the size of the local tile for partial tiles.

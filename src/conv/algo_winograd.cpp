@@ -722,7 +722,7 @@ class WinogradConv final : public Prepared {
     const int64_t ic = s_.d.in_channels, ocp = round_up(s_.d.out_channels, 8), xi_v = round_up(icn, 8) * width;
     gk_pointwise_args args;
     args.full_blocks = icn / 8, args.tail_channels = icn % 8;
-    args.x_block_stride = width * 8, args.x_pixel_stride = 8, args.y_block_stride = width * 8;
+    args.x_block_stride = width * 8, args.x_row_stride = 8, args.y_block_stride = width * 8;
     args.bias = nullptr, args.activation = 0, args.accumulate = ic0 > 0;
     for (int xi = 0; xi < A * A; ++xi) {
       args.x = v + xi * xi_v;
@@ -733,13 +733,13 @@ class WinogradConv final : public Prepared {
         // Whole tiles, then the tiles past the last whole one in one-pixel calls or one more
         // tile (V is zero up to `width`).
         const int64_t whole = count / q.kernel->mr, rest = count % q.kernel->mr;
-        const bool one_pixel = rest && one_pixel_calls_pay(*q.kernel, rest, icn / 8 * 8, icn % 8);
-        args.tiles = whole + (rest && !one_pixel);
+        const bool one_row = rest && one_pixel_calls_pay(*q.kernel, rest, icn / 8 * 8, icn % 8);
+        args.tiles = whole + (rest && !one_row);
         if (args.tiles) q.kernel->fn(&args);
-        if (!one_pixel) continue;
+        if (!one_row) continue;
         gk_pointwise_args tail = args;
         tail.x += whole * q.kernel->mr * 8, tail.y += whole * q.kernel->mr * 8, tail.tiles = rest;
-        q.kernel->one_pixel(&tail);
+        q.kernel->one_row(&tail);
       }
       if (ocs % 8) zero_padding_lanes(m + xi * xi_m + (ocs / 8) * width * 8, count, ocs % 8);
     }

@@ -171,7 +171,7 @@ std::string machine_key() {
   for (int i = 0; i < count; ++i) {
     kernels += std::string(i ? "," : "") + table[i].name;
     for (const KernelInfo::Pointwise& pw : table[i].pointwise)
-      if (pw.fn) kernels += ":" + std::to_string(pw.mr) + "x" + std::to_string(pw.nr) + (pw.one_pixel ? "+1" : "");
+      if (pw.fn) kernels += ":" + std::to_string(pw.mr) + "x" + std::to_string(pw.nr) + (pw.one_row ? "+1" : "");
   }
   // The algorithm list: a name may change what it runs when others join (gemm_1x1 ran the
   // pointwise kernels in NCHW8 before pointwise_nchw8 was listed).

@@ -85,7 +85,7 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   for (const PointwisePanel& panel : pointwise_panels(kernel, d.out_channels)) {
     const KernelInfo::Pointwise* k = panel.kernel;
     const int64_t oc0 = panel.j;
-    panels_.push_back({oc0, static_cast<int64_t>(w_.size()), k->mr, k->nr, k->fn, k->one_pixel});
+    panels_.push_back({oc0, static_cast<int64_t>(w_.size()), k->mr, k->nr, k->fn, k->one_row});
     w_.resize(w_.size() + static_cast<size_t>(k_rows_ * k->nr), 0.0f);
     float* w = w_.data() + panels_.back().weights;
     // Row r of the panel: input channel r (in place), or (tap, channel) as channel_stride().
@@ -284,11 +284,11 @@ void copy_tile_pixels(float* dst, int64_t dst_block_stride, const float* src, in
 // pay.
 bool one_pixel_calls_pay(const KernelInfo::Pointwise& k, int64_t pixels, int64_t blocked, int64_t tail) {
   const double tile = k.mr * k.nr / 16.0, pixel = std::max({1.0, k.nr / 16.0, (1 + k.nr / 8) / 3.0});
-  return k.one_pixel && pixels * (blocked * pixel + tail * 4.0) < (blocked + tail) * tile;
+  return k.one_row && pixels * (blocked * pixel + tail * 4.0) < (blocked + tail) * tile;
 }
 
 bool PointwiseNchw8::Panel::one_pixel_calls_pay(int64_t pixels, int64_t blocked, int64_t tail) const {
-  return conv::one_pixel_calls_pay({mr, nr, fn, one_pixel}, pixels, blocked, tail);
+  return conv::one_pixel_calls_pay({mr, nr, fn, one_row}, pixels, blocked, tail);
 }
 
 // Pixels [p0, p1) of one panel and K block, the input at `a` (pixel p0) with the chunk's
@@ -307,7 +307,7 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
   args.bias = has_bias_ && last ? bias_.data() + p.oc0 : nullptr;
   args.activation = last ? activation_ : 0;
   args.accumulate = k0 > 0 || add_;  // the first K block adds the residual
-  args.x = a, args.x_block_stride = st.block, args.x_pixel_stride = st.pixel;
+  args.x = a, args.x_block_stride = st.block, args.x_row_stride = st.pixel;
   args.y = y + (p.oc0 / 8) * pixels * 8 + p0 * 8, args.y_block_stride = pixels * 8;
   args.tiles = (p1 - p0) / p.mr;
   if (args.tiles > 0) p.fn(&args);
@@ -320,7 +320,7 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
   const int64_t real = p1 - (p0 + done), tile = p.mr * 8;
   if (p.one_pixel_calls_pay(real, args.full_blocks * 8, args.tail_channels)) {  // only the real pixels
     args.y = out, args.tiles = real;
-    return p.one_pixel(&args);
+    return p.one_row(&args);
   }
   float* ys = stage;
   if (!gathers()) {  // the MR-pixel image
@@ -470,7 +470,7 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
   };
   gk_pointwise_args args;
   args.full_blocks = 0, args.tail_channels = dt.run;
-  args.x_block_stride = 8, args.x_pixel_stride = sw * px, args.x_channel_stride = dt.step;
+  args.x_block_stride = 8, args.x_row_stride = sw * px, args.x_channel_stride = dt.step;
   args.y_block_stride = pixels * 8;
   args.bias = nullptr, args.activation = activation_, args.accumulate = add_;
   args.tap_offsets = outside ? taps : row_taps_.data(), args.taps = d.kernel_h * dt.per_row;
@@ -490,7 +490,7 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
     if (p.one_pixel_calls_pay(real, 0, dt.run)) {
       args.x = set_taps(ow * sw - pl);
       args.tiles = real, args.y = out + ow * 8;
-      p.one_pixel(&args);
+      p.one_row(&args);
       continue;
     }
     args.tiles = 1;
@@ -537,7 +537,7 @@ void PointwiseNchw8::run_border(const float* x, float* y, const int64_t* pixel, 
   }
   gk_pointwise_args args;
   args.x = rows, args.full_blocks = k_rows_ / 8, args.tail_channels = k_rows_ % 8;
-  args.x_block_stride = 8, args.x_pixel_stride = dense_row_floats();
+  args.x_block_stride = 8, args.x_row_stride = dense_row_floats();
   args.y = out, args.y_block_stride = kBorderPixels * 8;
   args.activation = activation_, args.accumulate = add_;
   for (const Panel* panel = first; panel != last; ++panel) {

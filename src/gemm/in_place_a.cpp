@@ -33,7 +33,7 @@ void store_c(const GemmProblem& p, const float* staged, int64_t m_pad, int64_t r
   }
 }
 
-// The pointwise panels of at most kInPlaceAMaxColumns columns (in_place_a_serves), each at
+// The pointwise panels of at most kInPlaceAMaxColumns columns (choose_gemm_path), each at
 // least 8 wide, held here: a call allocates nothing.
 struct PanelList {
   PointwisePanel panels[kInPlaceAMaxColumns / 8];
@@ -69,7 +69,7 @@ bool gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConf
           p.b->pack_panel(pc, kc, q.j, std::min<int64_t>(q.kernel->nr, p.n - q.j), q.kernel->nr, b_block + q.j * kc);
         gk_pointwise_args args;
         args.full_blocks = kc / 8, args.tail_channels = kc % 8;
-        args.x_block_stride = 8, args.x_pixel_stride = a.rs;
+        args.x_block_stride = 8, args.x_row_stride = a.rs;
         args.y_block_stride = m_pad * 8;
         args.bias = nullptr, args.activation = 0, args.accumulate = pc > 0;
         for (int64_t r0 = rows.begin; r0 < rows.end; r0 += mc) {
@@ -84,7 +84,7 @@ bool gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConf
             if (done == r1 - r0) continue;
             // The last rows of C: one-row calls (a whole tile would read past A's last row).
             args.x += done * a.rs, args.y += done * 8, args.tiles = r1 - r0 - done;
-            q.kernel->one_pixel(&args);
+            q.kernel->one_row(&args);
           }
         }
       });

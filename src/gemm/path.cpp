@@ -44,7 +44,7 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // In-place A needs pointwise kernels with one-pixel variants whose MR divides the row unit.
   l.in_place_a_kernels = kernel.pointwise[0].fn != nullptr;
   for (const KernelInfo::Pointwise& k : kernel.pointwise)
-    if (k.fn && (!k.one_pixel || kInPlaceARowUnit % k.mr)) l.in_place_a_kernels = false;
+    if (k.fn && (!k.one_row || kInPlaceARowUnit % k.mr)) l.in_place_a_kernels = false;
   // AVX-512 (Xeon model 207, 1 thread, 14x32 packed -> in place on the 16-channel
   // kernels): 512x49x4608 73 -> 102, 128x32x1152 45 -> 72, 1000x16x512 38 -> 54; but up to
   // 8 columns its 8-wide pointwise kernel is AVX2's and the packed path wins (4096x8x4096

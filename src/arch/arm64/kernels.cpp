@@ -9,8 +9,11 @@ extern "C" void gk_sgemm_8x12_neon(const gk_ukernel_args*);
 
 namespace gk {
 namespace {
-const KernelInfo kTable[] = {
-    {"neon", "AArch64 NEON", SimdLevel::Baseline, 8, 12, gk_sgemm_8x12_neon, {}, 240, 352, 4092, always_supported, true},
+constexpr KernelInfo kTable[] = {
+    KernelInfo::entry("neon", "AArch64 NEON", SimdLevel::Baseline)
+        .tile(8, 12, gk_sgemm_8x12_neon)
+        .blocking(240, 352, 4092)
+        .supported_if(always_supported),
     generic_kernel_info(),
 };
 }  // namespace

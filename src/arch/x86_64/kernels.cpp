@@ -41,21 +41,34 @@ namespace {
 bool has_avx512() { return cpu().x86_avx512f; }
 bool has_avx2_fma() { return cpu().x86_avx2_fma; }
 
-// Both AVX2 entries' pointwise kernels (an array member takes a braced list, not a constant).
-#define POINTWISE_AVX2                                                                                      \
-  {{4, 24, gk_pointwise_4x24_avx2, gk_pointwise_1x24_avx2}, {6, 16, gk_pointwise_6x16_avx2, gk_pointwise_1x16_avx2}, \
-   {6, 8, gk_pointwise_6x8_avx2, gk_pointwise_1x8_avx2}}
+// The AVX2 entries: GEMM kernel, blocking and the pointwise kernels both share.
+constexpr KernelInfo avx2_entry(const char* name, int mr, int nr, gk_ukernel_fn fn) {
+  return KernelInfo::entry(name, "AVX2+FMA3", SimdLevel::Avx2)
+      .tile(mr, nr, fn)
+      .supported_if(has_avx2_fma)
+      .with_fused_epilogue()
+      .pointwise_kernel(4, 24, gk_pointwise_4x24_avx2, gk_pointwise_1x24_avx2)
+      .pointwise_kernel(6, 16, gk_pointwise_6x16_avx2, gk_pointwise_1x16_avx2)
+      .pointwise_kernel(6, 8, gk_pointwise_6x8_avx2, gk_pointwise_1x8_avx2);
+}
 
-const KernelInfo kTable[] = {
-    {"avx512", "AVX-512F", SimdLevel::Avx512, 14, 32, gk_sgemm_14x32_avx512, {}, 210, 384, 4096, has_avx512, true, true,
-     {{12, 32, gk_pointwise_12x32_avx512, gk_pointwise_1x32_avx512}, {12, 16, gk_pointwise_12x16_avx512, gk_pointwise_1x16_avx512},
-      {6, 8, gk_pointwise_6x8_avx2, gk_pointwise_1x8_avx2}}},
-    {"avx2", "AVX2+FMA3", SimdLevel::Avx2, 4, 24, gk_sgemm_4x24_avx2, {{8, gk_sgemm_4x8_avx2}, {16, gk_sgemm_4x16_avx2}},
-     192, 336, 4080, has_avx2_fma, true, true,
-     POINTWISE_AVX2},
-    {"avx2-6x16", "AVX2+FMA3", SimdLevel::Avx2, 6, 16, gk_sgemm_6x16_avx2, {{8, gk_sgemm_6x8_avx2}, {0, nullptr}},
-     252, 256, 4080, has_avx2_fma, false, true,
-     POINTWISE_AVX2},
+constexpr KernelInfo kTable[] = {
+    KernelInfo::entry("avx512", "AVX-512F", SimdLevel::Avx512)
+        .tile(14, 32, gk_sgemm_14x32_avx512)
+        .blocking(210, 384, 4096)
+        .supported_if(has_avx512)
+        .with_fused_epilogue()
+        .pointwise_kernel(12, 32, gk_pointwise_12x32_avx512, gk_pointwise_1x32_avx512)
+        .pointwise_kernel(12, 16, gk_pointwise_12x16_avx512, gk_pointwise_1x16_avx512)
+        .pointwise_kernel(6, 8, gk_pointwise_6x8_avx2, gk_pointwise_1x8_avx2),
+    avx2_entry("avx2", 4, 24, gk_sgemm_4x24_avx2)
+        .narrow(8, gk_sgemm_4x8_avx2)
+        .narrow(16, gk_sgemm_4x16_avx2)
+        .blocking(192, 336, 4080),
+    avx2_entry("avx2-6x16", 6, 16, gk_sgemm_6x16_avx2)
+        .narrow(8, gk_sgemm_6x8_avx2)
+        .blocking(252, 256, 4080)
+        .named_only(),
     generic_kernel_info(),
 };
 }  // namespace
