@@ -4,9 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <set>
 #include <thread>
 
 #include "common/runtime.h"
+#include "gemm/gemm.h"
 #include "gemm_test_util.h"
 
 namespace {
@@ -70,4 +72,45 @@ TEST(Threads, ForkedChildOfThreadedParentStaysCorrect) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_TRUE(square_product_is_correct(300, 7));  // parent unaffected
   gk_set_num_threads(0);
+}
+
+// More threads than this machine has cores (4, 8 and 16: the thread grids a larger server
+// gets): every threaded path, both layouts, against the reference: the packed driver with
+// a shared B block (M past MC) and per panel, in-place A, tiny-narrow and GEMV; sizes
+// large enough that every thread gets work (threads_for), with tails in every dimension.
+TEST(Threads, ManyThreadsOnEveryThreadedPath) {
+  const gk::KernelConfig& cfg = gk::active_config();
+  const int64_t mr = cfg.kernel->mr, nr = cfg.kernel->nr;
+  struct Shape {
+    int64_t m, n, k;
+    bool ta, tb;
+  };
+  const Shape shapes[] = {
+      {2 * cfg.mc + 3 * mr + 1, 5 * nr + 3, cfg.kc + 17, true, false},   // packed, shared B block
+      {3 * mr + 1, 40 * nr + 5, 301, true, false},                          // packed per panel
+      {997, 49, 1153, false, false},                                        // in-place A (where it serves)
+      {4001, 19, 333, true, true},                                          // tiny-narrow on x86-64
+      {3001, 1, 2003, false, false},                                        // GEMV
+  };
+  std::set<gk::GemmPath> ran;
+  for (int threads : {4, 8, 16}) {
+    gk_set_num_threads(threads);
+    for (const Shape& s : shapes)
+      for (bool row_major : {true, false}) {
+        gktest::Operand a(s.ta ? s.k : s.m, s.ta ? s.m : s.k, 3, row_major, 11);
+        gktest::Operand b(s.tb ? s.n : s.k, s.tb ? s.k : s.n, 0, row_major, 12);
+        gktest::Operand c(s.m, s.n, 1, row_major, 13);
+        const gktest::Operand c0 = c;
+        cblas_sgemm(row_major ? CblasRowMajor : CblasColMajor, s.ta ? CblasTrans : CblasNoTrans,
+                    s.tb ? CblasTrans : CblasNoTrans, int(s.m), int(s.n), int(s.k), -1.5f, a.data.data(), int(a.ld),
+                    b.data.data(), int(b.ld), 0.5f, c.data.data(), int(c.ld));
+        EXPECT_TRUE(gktest::matches_reference(a, s.ta, b, s.tb, -1.5f, 0.5f, c0, c, s.k))
+            << threads << " threads, " << s.m << "x" << s.n << "x" << s.k << (row_major ? " row-major" : " col-major")
+            << ", ran " << gk::path_name(gk::last_gemm_path());
+        ran.insert(gk::last_gemm_path());
+      }
+  }
+  gk_set_num_threads(0);
+  for (gk::GemmPath path : {gk::GemmPath::PackedSharedB, gk::GemmPath::PackedPerPanel, gk::GemmPath::GemvColumns})
+    EXPECT_TRUE(ran.count(path)) << gk::path_name(path) << " never ran";
 }
