@@ -372,6 +372,35 @@ TEST(Conv, Im2colBlockedInPlace) {
   check_nchw8_in_place(descs, GK_CONV_ALGO_IM2COL_GEMM, "im2col_gemm", 900);
 }
 
+// gemm_1x1 on NHWC tensors runs where they are, as one GEMM over the batch (no NCHW
+// copies): channel counts 1..33, 61 and 127 in and out, strides 1 and 2 (the strided pixels
+// gathered), batch 1..3, bias or none, each activation, 1 and 2 threads (adding to the
+// output: test_conv_residual.cpp).
+TEST(Conv, Gemm1x1OnNhwcInPlace) {
+  int i = 0;
+  for (int64_t ic : {1, 2, 7, 8, 9, 16, 17, 31, 33, 61, 127})
+    for (int64_t oc : {1, 5, 8, 24, 33, 61, 127})
+      for (int64_t stride : {1, 2}) {
+        gk_conv_desc d;
+        gk_conv_desc_init(&d);
+        d.batch = 1 + i % 3, d.in_channels = ic, d.out_channels = oc;
+        d.in_height = 5 + i % 4, d.in_width = 6 + i % 5, d.stride_h = d.stride_w = stride;
+        d.kernel_h = d.kernel_w = 1, d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
+        SCOPED_TRACE(gktest::describe(d));
+        gk::conv::Shape shape;
+        ASSERT_TRUE(gk::conv::validate(d, &shape));
+        const gktest::ConvCase c = gktest::make_conv_case(d, i % 2 == 0, 800 + uint32_t(i));
+        const auto prepared = gk::conv::gemm_1x1_algorithm()->prepare(shape, c.w.data(), nullptr);
+        ASSERT_TRUE(prepared);
+        EXPECT_TRUE(prepared->native_layout(GK_LAYOUT_NHWC));
+        gk_set_num_threads(1 + i % 2);
+        EXPECT_EQ(gktest::check_conv(c, GK_CONV_ALGO_GEMM_1X1), "gemm_1x1");
+        ++i;
+        if (HasFailure()) return;
+      }
+  gk_set_num_threads(0);
+}
+
 // Every layout from and back to NCHW, each element checked at the offset the layout
 // defines, the padding channels zero; channel counts for the vectorized 8-channel path
 // (19 channels, 35 pixels), NHWC rows wider than 64 channels (70), and a conversion

@@ -25,9 +25,10 @@ using gktest::ConvCase;
 
 const gk_layout kLayouts[] = {GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW4, GK_LAYOUT_NCHW8,
                               GK_LAYOUT_NCHW16};
-const gk_conv_algo kAlgos[] = {GK_CONV_ALGO_IM2COL_GEMM, GK_CONV_ALGO_GEMM_1X1,     GK_CONV_ALGO_DIRECT,
-                               GK_CONV_ALGO_DEPTHWISE,   GK_CONV_ALGO_WINOGRAD_F23, GK_CONV_ALGO_WINOGRAD_F43,
-                               GK_CONV_ALGO_WINOGRAD_F63, GK_CONV_ALGO_AUTO,        GK_CONV_ALGO_FASTRUN};
+const gk_conv_algo kAlgos[] = {GK_CONV_ALGO_IM2COL_GEMM,     GK_CONV_ALGO_GEMM_1X1,     GK_CONV_ALGO_DIRECT,
+                               GK_CONV_ALGO_DEPTHWISE,       GK_CONV_ALGO_WINOGRAD_F23, GK_CONV_ALGO_WINOGRAD_F43,
+                               GK_CONV_ALGO_WINOGRAD_F63,    GK_CONV_ALGO_AUTO,         GK_CONV_ALGO_FASTRUN,
+                               GK_CONV_ALGO_POINTWISE_NCHW8, GK_CONV_ALGO_DIRECT_NCHW8};
 
 gk_conv_desc conv(int64_t batch, int64_t ic, int64_t h, int64_t w, int64_t oc, int64_t k, int64_t stride,
                   int64_t pad, int64_t groups = 1) {
@@ -46,6 +47,15 @@ bool usable(gk_conv_algo algo, const gk_conv_desc& d) {
   switch (algo) {
     case GK_CONV_ALGO_GEMM_1X1: return d.kernel_h == 1 && d.kernel_w == 1 && !padded;
     case GK_CONV_ALGO_DEPTHWISE: return d.groups == d.in_channels;
+    case GK_CONV_ALGO_POINTWISE_NCHW8:
+    case GK_CONV_ALGO_DIRECT_NCHW8: {
+      // The pointwise kernels' engines (x86-64): NCHW8, ungrouped, direct under 8 input
+      // channels unless a 1x1 reads the image in place.
+      const bool in_place = d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 && !padded;
+      const bool direct = d.in_channels < 8 && !in_place;
+      return d.layout == GK_LAYOUT_NCHW8 && d.groups == 1 && gk::pointwise_kernel().pointwise[0].fn &&
+             direct == (algo == GK_CONV_ALGO_DIRECT_NCHW8);
+    }
     case GK_CONV_ALGO_WINOGRAD_F23:
     case GK_CONV_ALGO_WINOGRAD_F43:
     case GK_CONV_ALGO_WINOGRAD_F63:

@@ -388,8 +388,62 @@ class GemmConv final : public Prepared {
   std::vector<std::unique_ptr<PackedA>> packed_;
 };
 
+// An ungrouped 1x1 convolution on NHWC tensors is one row-major GEMM over the whole batch:
+// Y[pixel, oc] = X[pixel, ic] W^T[ic, oc] (M = batch x pixels, N = out_channels, K =
+// in_channels), A the image itself (a strided one first gathered into compact rows), B the
+// OIHW weights read transposed, the bias per column of C. Nothing is converted to NCHW.
+class Nhwc1x1 final : public Prepared {
+ public:
+  Nhwc1x1(const Shape& s, const float* weights, const float* bias)
+      : s_(s), cfg_(conv_gemm_config(GK_LAYOUT_NHWC)), w_(weights, weights + s.d.out_channels * s.d.in_channels) {
+    if (bias) bias_.assign(bias, bias + s.d.out_channels);
+  }
+  bool native_layout(gk_layout layout) const override { return layout == GK_LAYOUT_NHWC; }
+  WorkspaceNeed need() const override {
+    const PackingNeed packing = packing_need(rows(), s_.d.out_channels, s_.d.in_channels, false, cfg_);
+    return {round_up(compact_floats(), kAlign) + packing.shared_floats, packing.thread_floats};
+  }
+  void run(const float* input, float* output, const Workspace& ws) const override {
+    const gk_conv_desc& d = s_.d;
+    const int64_t ic = d.in_channels, oc = d.out_channels;
+    const PlainA a({compact(input, ws.shared), ic, 1});
+    const PlainB b({w_.data(), 1, ic});
+    GemmProblem p;
+    p.m = rows(), p.n = oc, p.k = ic, p.alpha = 1.0f, p.beta = s_.adds_to_output() ? 1.0f : 0.0f;
+    p.a = &a, p.b = &b, p.c = output, p.rs_c = oc;
+    p.epilogue = make_epilogue(s_, nullptr, 0);
+    if (!bias_.empty()) p.epilogue.bias = bias_.data(), p.epilogue.bias_mode = BiasMode::PerColumn;
+    const PackingMemory packing{ws.shared + round_up(compact_floats(), kAlign), ws.blocks, ws.stride, ws.threads};
+    gemm_packed(p, cfg_, ws.cap(threads_for(2.0 * p.m * p.n * p.k)), &packing);
+  }
+
+ private:
+  static constexpr int64_t kAlign = 16;  // floats: the packing buffers start on a cache line
+  bool strided() const { return s_.d.stride_h > 1 || s_.d.stride_w > 1; }
+  int64_t rows() const { return s_.d.batch * s_.pixels(); }
+  int64_t compact_floats() const { return strided() ? rows() * s_.d.in_channels : 0; }
+  // The pixels a strided 1x1 reads, gathered into compact rows in `buffer`; else x itself.
+  const float* compact(const float* x, float* buffer) const {
+    if (!strided()) return x;
+    const gk_conv_desc& d = s_.d;
+    const int64_t ic = d.in_channels;
+    float* dst = buffer;
+    for (int64_t n = 0; n < d.batch; ++n)
+      for (int64_t oh = 0; oh < s_.oh; ++oh)
+        for (int64_t ow = 0; ow < s_.ow; ++ow, dst += ic)
+          std::memcpy(dst, x + ((n * d.in_height + oh * d.stride_h) * d.in_width + ow * d.stride_w) * ic,
+                      static_cast<size_t>(ic) * sizeof(float));
+    return buffer;
+  }
+
+  Shape s_;
+  KernelConfig cfg_;  // the kernel the plan was made for, whatever is active later
+  std::vector<float> w_, bias_;
+};
+
 std::unique_ptr<Prepared> prepare_gemm(const Shape& s, const float* w, const float* b, bool im2col,
                                        int64_t tile) {
+  if (!im2col && s.d.layout == GK_LAYOUT_NHWC && s.d.groups == 1) return std::make_unique<Nhwc1x1>(s, w, b);
   std::unique_ptr<GemmConv> p(new GemmConv(s, w, b, im2col, tile));
   if (!p->ok()) {
     set_last_error("out of memory packing the convolution weights");
