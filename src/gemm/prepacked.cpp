@@ -12,9 +12,11 @@
 #include <cinttypes>
 #include <cstddef>
 #include <cstring>
+#include <omp.h>
 
 #include "common/c_boundary.h"
 #include "common/runtime.h"
+#include "common/simd.h"
 #include "gemm/partition.h"
 #include "gemmkit.h"
 
@@ -23,7 +25,8 @@
 namespace gk {
 
 int64_t packed_panel_floats(const KernelInfo& kernel, int64_t rows, int64_t k) {
-  return std::max(round_up(rows, kernel.mr), round_up(rows, kernel.nr)) * k;
+  // Plus a vector's slack: the narrow loop reads whole vectors from a panel's last K step.
+  return std::max(round_up(rows, kernel.mr), round_up(rows, kernel.nr)) * k + kPackSlackFloats;
 }
 
 void PrepackedB::pack_panel(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr, float* dst) const {
@@ -57,6 +60,171 @@ void PrepackedB::prefetch(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int6
 }
 
 namespace {
+
+// ---- A few columns against packed MR-row panels (or a few rows against NR-wide panels).
+//
+// The driver runs such a product on its MR x NR kernel, most of whose columns are then
+// padding (n = 1 on AVX-512's 14x32: 1 in 32), and packs B for it. Here each packed panel
+// is streamed once: for every K step, its row of W floats (one or two vectors) times each
+// of S values of the small operand, the S x W sums in registers. The small operand is
+// gathered once per call into rows of S floats. A panel's rows run W = MR (C's rows: the
+// packed internal A) or W = NR (C's columns: the packed internal B).
+
+typedef float v16 __attribute__((vector_size(64)));
+
+template <typename V>
+GK_INLINE V load_v(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// acc[s][w] = sum over K of panel[p][w * lanes + ...] * x[p * ldx + s], for s < S and WV
+// vectors of lanes; the panel's K steps `width` floats apart (vectors may read past a
+// step's width into the next one, and up to a vector past the panel: the buffer's slack).
+template <typename V, int WV, int S>
+GK_INLINE void panel_times_values(const float* panel, int64_t width, int64_t k, const float* x, int64_t ldx,
+                                  float* out /* S x WV vectors */) {
+  constexpr int kLanes = int(sizeof(V) / sizeof(float));
+  // Unrolled, so that the sums stay in registers (a loop over S kept them in memory: 1024 x
+  // 8 x 1024 ran 4x below the FMA rate).
+  V acc[S][WV];
+#pragma GCC unroll 16
+  for (int s = 0; s < S; ++s)
+#pragma GCC unroll 4
+    for (int w = 0; w < WV; ++w) acc[s][w] = V{};
+  for (int64_t p = 0; p < k; ++p) {
+    V a[WV];
+#pragma GCC unroll 4
+    for (int w = 0; w < WV; ++w) a[w] = load_v<V>(panel + p * width + w * kLanes);
+#pragma GCC unroll 16
+    for (int s = 0; s < S; ++s) {
+      const float xv = x[p * ldx + s];
+#pragma GCC unroll 4
+      for (int w = 0; w < WV; ++w) acc[s][w] += a[w] * xv;
+    }
+  }
+  std::memcpy(out, acc, sizeof acc);
+}
+
+// The same for a runtime S (1..kNarrowMaxS): a switch over the compile-time one.
+constexpr int kNarrowMaxS = 16;
+template <typename V, int WV, int S = 1>
+GK_INLINE void panel_times_values_any(int s, const float* panel, int64_t width, int64_t k, const float* x,
+                                      int64_t ldx, float* out) {
+  if constexpr (S < kNarrowMaxS) {
+    if (s != S) return panel_times_values_any<V, WV, S + 1>(s, panel, width, k, x, ldx, out);
+  }
+  panel_times_values<V, WV, S>(panel, width, k, x, ldx, out);
+}
+
+using PanelTimesValues = void (*)(int, const float*, int64_t, int64_t, const float*, int64_t, float*);
+
+#define GK_NARROW_VARIANT(suffix, target_attr, vec, wv)                                                      \
+  target_attr void panel_times_values_##suffix(int s, const float* panel, int64_t width, int64_t k,         \
+                                               const float* x, int64_t ldx, float* out) {                   \
+    panel_times_values_any<vec, wv>(s, panel, width, k, x, ldx, out);                                        \
+  }
+GK_NARROW_VARIANT(v8x1, , v8, 1)
+GK_NARROW_VARIANT(v8x2, , v8, 2)
+GK_NARROW_VARIANT(v8x3, , v8, 3)
+GK_NARROW_VARIANT(v8x4, , v8, 4)
+#if defined(__x86_64__)
+GK_NARROW_VARIANT(avx2x1, __attribute__((target("avx2,fma"))), v8, 1)
+GK_NARROW_VARIANT(avx2x2, __attribute__((target("avx2,fma"))), v8, 2)
+GK_NARROW_VARIANT(avx2x3, __attribute__((target("avx2,fma"))), v8, 3)
+GK_NARROW_VARIANT(avx2x4, __attribute__((target("avx2,fma"))), v8, 4)
+GK_NARROW_VARIANT(avx512x1, __attribute__((target("avx512f,avx2,fma"))), v16, 1)
+GK_NARROW_VARIANT(avx512x2, __attribute__((target("avx512f,avx2,fma"))), v16, 2)
+#endif
+
+// The loop for a panel width on this kernel's ISA, and its vector width in floats; nullptr
+// when the panel takes more than the variants cover.
+PanelTimesValues narrow_loop(const KernelInfo& ker, int64_t width, int* lanes) {
+#if defined(__x86_64__)
+  if (ker.simd == SimdLevel::Avx512 && width <= 32) {
+    *lanes = 16;
+    return width <= 16 ? panel_times_values_avx512x1 : panel_times_values_avx512x2;
+  }
+  if (ker.simd != SimdLevel::Baseline && width <= 32) {
+    *lanes = 8;
+    const PanelTimesValues f[] = {panel_times_values_avx2x1, panel_times_values_avx2x2, panel_times_values_avx2x3,
+                                  panel_times_values_avx2x4};
+    return f[ceil_div(width, 8) - 1];
+  }
+#endif
+  if (width > 32) return nullptr;
+  *lanes = 8;
+  const PanelTimesValues f[] = {panel_times_values_v8x1, panel_times_values_v8x2, panel_times_values_v8x3,
+                                panel_times_values_v8x4};
+  return f[ceil_div(width, 8) - 1];
+}
+
+// Up to this many columns (rows) against packed A (B) panels, the narrow loop rather than
+// the driver. See narrow_serves().
+constexpr int64_t kNarrowMaxColumns = 16;
+
+// A packed operand's panels of width W against `small` <= kNarrowMaxColumns columns (A side)
+// or rows (B side) of a plain operand: whether the narrow loop takes it. The driver's
+// kernel computes NR (MR) of them at once whatever their number, the narrow loop only those
+// there are; from about half the kernel's tile the driver is as fast.
+bool narrow_serves(const KernelInfo& ker, int64_t small, bool a_side) {
+  int lanes = 0;
+  if (!narrow_loop(ker, a_side ? ker.mr : ker.nr, &lanes)) return false;
+  return small <= std::min<int64_t>(kNarrowMaxColumns, (a_side ? ker.nr : ker.mr) / 2 + 1);
+}
+
+// C (m x n, row stride rs_c) = act(alpha A B + beta C + bias) with one operand packed and
+// the other's `small` dimension (n for packed A, m for packed B) narrow. `panels` of width
+// W over `wide` rows (A side) or columns (B side); `plain` the other operand's view.
+bool gemm_narrow(int64_t m, int64_t n, int64_t k, float alpha, const float* panels, bool a_side,
+                 const MatrixView& plain, float beta, float* c, int64_t rs_c, const Epilogue& e) {
+  const KernelInfo& ker = *active_config().kernel;
+  const int64_t width = a_side ? ker.mr : ker.nr;
+  int lanes = 0;
+  const PanelTimesValues loop = narrow_loop(ker, width, &lanes);
+  const int64_t small = a_side ? n : m, wide = a_side ? m : n;
+  // The small operand as k rows of `small` floats: B (k x n) as it is when its rows are
+  // contiguous, else gathered; A (m x k) transposed.
+  const float* x = nullptr;
+  int64_t ldx = small;
+  if (a_side && plain.cs == 1) {
+    x = plain.p, ldx = plain.rs;
+  } else {
+    float* g = scratch(ScratchSlot::Edge, k * small);
+    if (!g) return workspace_unavailable("the narrow operand", k * small);
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t s = 0; s < small; ++s) g[p * small + s] = a_side ? plain.at(p, s) : plain.at(s, p);
+    x = g;
+  }
+  const int64_t count = ceil_div(wide, width);
+  const int threads = threads_for(std::max(2.0 * double(m) * double(n) * double(k), 32.0 * double(wide) * double(k)));
+  parallel_region(std::min<int64_t>(threads, count), [&] {
+    const Range mine = share(count, omp_get_thread_num(), omp_get_num_threads(), 1, count);
+    alignas(64) float out[kNarrowMaxS * 64];
+    for (int64_t q = mine.begin; q < mine.end; ++q) {
+      const float* panel = panels + q * k * width;
+      const int64_t w0 = q * width, wn = std::min(width, wide - w0);
+      const int64_t stride = ceil_div(width, lanes) * lanes;  // floats per s in `out`
+      for (int64_t s0 = 0; s0 < small; s0 += kNarrowMaxS) {
+        const int ss = int(std::min<int64_t>(kNarrowMaxS, small - s0));
+        loop(ss, panel, width, k, x + s0, ldx, out);
+        for (int s = 0; s < ss; ++s)
+          for (int64_t w = 0; w < wn; ++w) {
+            const int64_t i = a_side ? w0 + w : s0 + s, j = a_side ? s0 + s : w0 + w;
+            float& cv = c[i * rs_c + j];
+            float v = alpha * out[s * stride + w];
+            if (beta != 0.0f) v += beta * cv;
+            if (e.bias_mode != BiasMode::None) v += e.bias[e.bias_mode == BiasMode::PerRow ? i : j];
+            if (e.act != Activation::None) v = std::max(v, 0.0f);
+            if (e.act == Activation::Relu6) v = std::min(v, 6.0f);
+            cv = v;
+          }
+      }
+    }
+  });
+  return true;
+}
 
 uint64_t header_checksum(const PackHeader& h) {
   const unsigned char* p = reinterpret_cast<const unsigned char*>(&h);
@@ -163,6 +331,13 @@ void run_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const Side& a, 
     }
     gemm_packed(p, cfg, choice.threads);
     return;
+  }
+  // One operand packed, the other narrow: the narrow loop (the driver if it lacks memory).
+  if ((a.panels != nullptr) != (b.panels != nullptr)) {
+    const bool a_side = a.panels != nullptr;
+    if (narrow_serves(*cfg.kernel, a_side ? n : m, a_side) &&
+        gemm_narrow(m, n, k, alpha, a_side ? a.panels : b.panels, a_side, a_side ? b.view : a.view, beta, c, rs_c, e))
+      return;
   }
   gemm_packed(p, cfg, threads_for(2.0 * double(m) * double(n) * double(k)));
 }

@@ -14,6 +14,7 @@ namespace gk {
 constexpr uint32_t kPackMagic = 0x4b504b47;  // "GKPK"
 constexpr uint16_t kPackVersion = 1;
 constexpr int64_t kPackHeaderBytes = 128;
+constexpr int64_t kPackSlackFloats = 16;  // after the panels (see packed_panel_floats)
 struct PackHeader {
   uint32_t magic;
   uint16_t version;
