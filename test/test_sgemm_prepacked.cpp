@@ -159,7 +159,8 @@ TEST(SgemmPrepacked, EveryOrderTransposeAndPackedOperandAgainstTheReference) {
           for (bool tb : {false, true})
             for (int packed : {1, 2, 3}) {
               ++pick;
-              const float beta = pick % 3 == 0 ? 0.0f : pick % 3 == 1 ? 1.0f : 0.5f;
+              // Not pick % 3: that would tie beta to which operand is packed.
+              const float beta = (pick / 3) % 3 == 0 ? 0.0f : (pick / 3) % 3 == 1 ? 1.0f : 0.5f;
               check_compute({row_major, ta, tb, d.m, d.n, d.k, bool(packed & 1), bool(packed & 2), beta});
               if (HasFailure()) return gk_set_num_threads(0);
             }
@@ -167,13 +168,17 @@ TEST(SgemmPrepacked, EveryOrderTransposeAndPackedOperandAgainstTheReference) {
   gk_set_num_threads(0);
 }
 
-// Every kernel this CPU runs (their MR / NR differ, so do the formats), on a shape past
-// one MC block (the shared-B driver) and one within it (B per panel), 2 threads.
+// Every kernel this CPU runs (their MR / NR differ, so do the formats), on shapes past one
+// MC block (the shared-B driver) and within it (B per panel), 2 threads.
 TEST(SgemmPrepacked, EveryKernelBothDriverPaths) {
   gk_set_num_threads(2);
   gktest::for_each_kernel([&](const gk::KernelInfo&) {
     const gk::KernelConfig& cfg = gk::active_config();
-    const Dims dims[] = {{cfg.mc + cfg.kernel->mr + 1, 70, cfg.kc + 9}, {37, 3 * cfg.kernel->nr + 2, 100}};
+    // Past one MC block; a last panel on a narrower kernel; NR + 8 columns (a 24-wide
+    // kernel's 16 + 16: a panel starting inside a packed B panel).
+    const Dims dims[] = {{cfg.mc + cfg.kernel->mr + 1, 70, cfg.kc + 9},
+                         {37, 3 * cfg.kernel->nr + 2, 100},
+                         {9, cfg.kernel->nr + 8, 40}};
     for (const Dims& d : dims)
       for (bool row_major : {true, false})
         for (int packed : {1, 2}) {
