@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -171,24 +172,41 @@ struct SmallRule {
   bool operator()(double flops) const { return !threaded || flops < 2.0 * kGemmFlopsPerExtraThread; }
 };
 
-// The batch's schedule: run_range(begin, end, small) runs the products of [begin, end)
-// that are small (small == true) or the others. The small ones, `small_flops` in all, run
-// side by side, each thread a contiguous share of the batch on its calling-thread paths;
-// then the large ones one after another, each on every thread.
+// Where a thread's walk over a grouped batch stands: group `group` starts at product
+// `first`. Each thread claims ranges in increasing order, so its walk only moves forward.
+struct Cursor {
+  int64_t group = 0, first = 0;
+};
+
+// The batch's schedule: run_range(begin, end, small, cursor) runs the products of [begin,
+// end) that are small (small == true) or the others. The small ones, `small_flops` in all,
+// run side by side on their calling-thread paths, each thread claiming the next chunk of
+// the batch as it finishes one: products of different groups differ in cost (a static
+// split of 500 16^3 then 500 32^3 products gave one thread 8x the other's work), and on a
+// shared machine a thread may be held up. Then the large ones one after another, each on
+// every thread.
 template <typename RunRange>
 void run_batch(int64_t count, int64_t small_count, double small_flops, const RunRange& run_range) {
   if (small_count > 0) {
     const int side_by_side = static_cast<int>(std::min<int64_t>(small_count, threads_for(small_flops)));
     if (side_by_side <= 1) {
-      run_range(0, count, true);
+      Cursor cursor;
+      run_range(0, count, true, cursor);
     } else {
+      // About 8 chunks per thread, at most 16 products each (a claim is one atomic add).
+      const int64_t chunk = std::clamp<int64_t>(count / (8 * side_by_side), 1, 16);
+      std::atomic<int64_t> next{0};
       parallel_region(side_by_side, [&] {
-        const Range mine = share(count, omp_get_thread_num(), omp_get_num_threads(), 1, count);
-        run_range(mine.begin, mine.end, true);
+        Cursor cursor;
+        for (int64_t begin; (begin = next.fetch_add(chunk, std::memory_order_relaxed)) < count;)
+          run_range(begin, std::min(count, begin + chunk), true, cursor);
       });
     }
   }
-  if (small_count < count) run_range(0, count, false);
+  if (small_count < count) {
+    Cursor cursor;
+    run_range(0, count, false, cursor);
+  }
 }
 
 // The pointer-array batch's arguments.
@@ -209,14 +227,16 @@ struct GroupArgs {
   Shape shape(int64_t g) const { return {row_major, ta[g], tb[g], m[g], n[g], k[g], lda[g], ldb[g], ldc[g]}; }
 };
 
-// f(g, i) for each product i of [begin, end) (flat, group after group), g its group.
+// f(g, i) for each product i of [begin, end) (flat, group after group), g its group; the
+// walk starts at `cursor` when it is not past begin, and leaves it where it stopped.
 template <typename F>
-void for_each_product(const GroupArgs& x, int64_t begin, int64_t end, const F& f) {
-  int64_t first = 0;
-  for (int64_t g = 0; g < x.group_count && first < end; ++g) {
-    const int64_t last = first + x.group_size[g];
-    for (int64_t i = std::max(begin, first); i < std::min(end, last); ++i) f(g, i);
-    first = last;
+void for_each_product(const GroupArgs& x, int64_t begin, int64_t end, Cursor& cursor, const F& f) {
+  if (cursor.first > begin) cursor = Cursor{};
+  for (; cursor.group < x.group_count && cursor.first < end; ++cursor.group) {
+    const int64_t last = cursor.first + x.group_size[cursor.group];
+    for (int64_t i = std::max(begin, cursor.first); i < std::min(end, last); ++i) f(cursor.group, i);
+    if (last > end) return;  // the next range may start inside this group
+    cursor.first = last;
   }
 }
 
@@ -270,7 +290,8 @@ bool check_groups(const char* fn, const GroupArgs& x, int64_t* total) {
     return false;
   }
   bool ok = true;
-  for_each_product(x, 0, *total, [&](int64_t g, int64_t i) {
+  Cursor cursor;
+  for_each_product(x, 0, *total, cursor, [&](int64_t g, int64_t i) {
     if (!ok || x.m[g] == 0 || x.n[g] == 0) return;
     const char* null = !x.c[i] ? "c" : (x.k[g] > 0 && x.alpha[g] != 0.0f && (!x.a[i] || !x.b[i])) ? (x.a[i] ? "b" : "a") : nullptr;
     if (null) {
@@ -301,7 +322,7 @@ extern "C" __attribute__((visibility("default"))) gk_status gk_sgemm_batch_strid
     if (batch == 0 || m == 0 || n == 0) return GK_OK;
     const double flops = 2.0 * double(m) * double(n) * double(k);
     const bool small = gk::SmallRule()(flops);
-    gk::run_batch(batch, small ? batch : 0, flops * double(batch), [&](int64_t begin, int64_t end, bool smalls) {
+    gk::run_batch(batch, small ? batch : 0, flops * double(batch), [&](int64_t begin, int64_t end, bool smalls, gk::Cursor&) {
       if (smalls == small)
         for (int64_t i = begin; i < end; ++i) gk::run_product(x, i);
     });
@@ -335,8 +356,8 @@ extern "C" __attribute__((visibility("default"))) gk_status gk_sgemm_batch(
       const double flops = 2.0 * double(m_array[g]) * double(n_array[g]) * double(k_array[g]);
       if (small(flops)) small_count += group_size[g], small_flops += flops * double(group_size[g]);
     }
-    gk::run_batch(total, small_count, small_flops, [&](int64_t begin, int64_t end, bool smalls) {
-      gk::for_each_product(x, begin, end, [&](int64_t g, int64_t i) {
+    gk::run_batch(total, small_count, small_flops, [&](int64_t begin, int64_t end, bool smalls, gk::Cursor& cursor) {
+      gk::for_each_product(x, begin, end, cursor, [&](int64_t g, int64_t i) {
         if (small(2.0 * double(m_array[g]) * double(n_array[g]) * double(k_array[g])) == smalls)
           gk::run_product(x.shape(g), alpha_array[g], a_array[i], b_array[i], beta_array[g], c_array[i]);
       });
