@@ -71,6 +71,7 @@ namespace {
 // packed internal A) or W = NR (C's columns: the packed internal B).
 
 typedef float v16 __attribute__((vector_size(64)));
+#define GK_INLINE_LAMBDA __attribute__((always_inline))
 
 template <typename V>
 GK_INLINE V load_v(const float* p) {
@@ -88,12 +89,18 @@ GK_INLINE void panel_times_values(const float* panel, int64_t width, int64_t k, 
   constexpr int kLanes = int(sizeof(V) / sizeof(float));
   // Unrolled, so that the sums stay in registers (a loop over S kept them in memory: 1024 x
   // 8 x 1024 ran 4x below the FMA rate).
-  V acc[S][WV];
+  // With few sums, K steps alternate between two sets of them: one set is a chain of
+  // dependent FMAs, 4 cycles each (a layer on one token ran at the FMA latency).
+  constexpr int kSets = S * WV <= 4 ? 2 : 1;
+  V acc[kSets][S][WV];
+#pragma GCC unroll 2
+  for (int t = 0; t < kSets; ++t)
 #pragma GCC unroll 16
-  for (int s = 0; s < S; ++s)
+    for (int s = 0; s < S; ++s)
 #pragma GCC unroll 4
-    for (int w = 0; w < WV; ++w) acc[s][w] = accumulate ? load_v<V>(out + (s * WV + w) * kLanes) : V{};
-  for (int64_t p = 0; p < k; ++p) {
+      for (int w = 0; w < WV; ++w)
+        acc[t][s][w] = accumulate && t == 0 ? load_v<V>(out + (s * WV + w) * kLanes) : V{};
+  auto step = [&](int64_t p, V (&sums)[S][WV]) GK_INLINE_LAMBDA {
     V a[WV];
 #pragma GCC unroll 4
     for (int w = 0; w < WV; ++w) a[w] = load_v<V>(panel + p * width + w * kLanes);
@@ -101,10 +108,19 @@ GK_INLINE void panel_times_values(const float* panel, int64_t width, int64_t k, 
     for (int s = 0; s < S; ++s) {
       const float xv = x[p * ldx + s];
 #pragma GCC unroll 4
-      for (int w = 0; w < WV; ++w) acc[s][w] += a[w] * xv;
+      for (int w = 0; w < WV; ++w) sums[s][w] += a[w] * xv;
     }
-  }
-  std::memcpy(out, acc, sizeof acc);
+  };
+  int64_t p = 0;
+  if constexpr (kSets == 2)
+    for (; p + 2 <= k; p += 2) step(p, acc[0]), step(p + 1, acc[1]);
+  for (; p < k; ++p) step(p, acc[0]);
+  if constexpr (kSets == 2)
+#pragma GCC unroll 16
+    for (int s = 0; s < S; ++s)
+#pragma GCC unroll 4
+      for (int w = 0; w < WV; ++w) acc[0][s][w] += acc[1][s][w];
+  std::memcpy(out, acc[0], sizeof acc[0]);
 }
 
 // The same for a runtime S (1..kNarrowMaxS): a switch over the compile-time one.
@@ -207,12 +223,13 @@ bool gemm_narrow(int64_t m, int64_t n, int64_t k, float alpha, const float* pane
   // The sums of each panel wait in a buffer of the thread's between blocks.
   const int64_t chunks = ceil_div(small, kNarrowMaxS), stride = ceil_div(width, lanes) * lanes;
   const int64_t per_panel = chunks * kNarrowMaxS * stride;
+  const int64_t k_block = std::max<int64_t>(kNarrowKBlock, kNarrowKBlock * 16 / small);  // 16 KiB of values
   const ThreadParts sums = thread_parts(ScratchSlot::PackedB, threads, ceil_div(count, threads) * per_panel);
   if (!sums.parts) return workspace_unavailable("the narrow sums", threads * ceil_div(count, threads) * per_panel);
   parallel_region(threads, [&] {
     const Range mine = share(count, omp_get_thread_num(), omp_get_num_threads(), 1, count);
     float* part = sums.part(omp_get_thread_num());
-    for_each_balanced_block(k, kNarrowKBlock, 1, [&](int64_t k0, int64_t kc) {
+    for_each_balanced_block(k, k_block, 1, [&](int64_t k0, int64_t kc) {
       for (int64_t q = mine.begin; q < mine.end; ++q)
         for (int64_t s0 = 0, chunk = 0; s0 < small; s0 += kNarrowMaxS, ++chunk)
           loop(int(std::min<int64_t>(kNarrowMaxS, small - s0)), panels + q * k * width + k0 * width, width, kc,
