@@ -189,23 +189,45 @@ TEST(SgemmPrepacked, EveryKernelBothDriverPaths) {
   gk_set_num_threads(0);
 }
 
-// A packed weight applied to any number of columns (tokens): one pack, several n.
-TEST(SgemmPrepacked, OnePackedAServesEveryN) {
-  const int64_t m = 40, k = 50;
+// A packed weight applied to any number of columns (tokens): one pack, several n; and a
+// packed B against a few rows. K long enough for the narrow loop's K blocks (sums carried
+// from block to block).
+TEST(SgemmPrepacked, OnePackedOperandServesEveryNarrowSide) {
+  const int64_t m = 40, k = 1100;
   const Operand a(m, k, 0, true, 5);
   const int64_t bytes = gk_sgemm_pack_get_size(GK_PACK_A, m, 0, k);
   Aligned pa(bytes);
   ASSERT_EQ(gk_sgemm_pack(CblasRowMajor, GK_PACK_A, CblasNoTrans, m, 0, k, 1.0f, a.data.data(), a.ld, pa.get(), bytes),
             GK_OK);
-  for (int64_t n : {1, 2, 7, 64}) {
-    const Operand b(k, n, 0, true, 6);
-    Operand c0(m, n, 0, true, 7), c = c0;
-    ASSERT_EQ(gk_sgemm_compute(CblasRowMajor, GK_PACKED, CblasNoTrans, m, n, k, pa.get(), 0, b.data.data(), b.ld,
-                               0.0f, c.data.data(), c.ld, nullptr),
-              GK_OK)
-        << gk_last_error();
-    EXPECT_TRUE(matches(a, false, b, false, 1.0f, 0.0f, c0, c, k, nullptr)) << "n " << n;
+  for (int threads : {1, 2}) {
+    gk_set_num_threads(threads);
+    for (int64_t n : {1, 2, 7, 16, 64}) {
+      const Operand b(k, n, 0, true, 6);
+      Operand c0(m, n, 0, true, 7), c = c0;
+      ASSERT_EQ(gk_sgemm_compute(CblasRowMajor, GK_PACKED, CblasNoTrans, m, n, k, pa.get(), 0, b.data.data(), b.ld,
+                                 0.5f, c.data.data(), c.ld, nullptr),
+                GK_OK)
+          << gk_last_error();
+      EXPECT_TRUE(matches(a, false, b, false, 1.0f, 0.5f, c0, c, k, nullptr)) << "n " << n;
+    }
+    const int64_t n = 70;
+    const Operand b(k, n, 0, true, 8);
+    const int64_t bytes_b = gk_sgemm_pack_get_size(GK_PACK_B, 0, n, k);
+    Aligned pb(bytes_b);
+    ASSERT_EQ(gk_sgemm_pack(CblasRowMajor, GK_PACK_B, CblasNoTrans, 0, n, k, 1.0f, b.data.data(), b.ld, pb.get(),
+                            bytes_b),
+              GK_OK);
+    for (int64_t rows : {1, 3, 8}) {
+      const Operand a2(rows, k, 0, true, 9);
+      Operand c0(rows, n, 0, true, 10), c = c0;
+      ASSERT_EQ(gk_sgemm_compute(CblasRowMajor, CblasNoTrans, GK_PACKED, rows, n, k, a2.data.data(), a2.ld, pb.get(),
+                                 0, 0.5f, c.data.data(), c.ld, nullptr),
+                GK_OK)
+          << gk_last_error();
+      EXPECT_TRUE(matches(a2, false, b, false, 1.0f, 0.5f, c0, c, k, nullptr)) << "m " << rows;
+    }
   }
+  gk_set_num_threads(0);
 }
 
 // Bias per row and per column and each activation, in both orders, on shapes the
