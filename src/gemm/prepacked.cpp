@@ -157,6 +157,7 @@ GK_NARROW_VARIANT(avx512x2, __attribute__((target("avx512f,avx2,fma"))), v16, 2)
 // The loop for a panel width on this kernel's ISA, and its vector width in floats; nullptr
 // when the panel takes more than the variants cover.
 PanelTimesValues narrow_loop(const KernelInfo& ker, int64_t width, int* lanes) {
+  (void)ker;  // the ISA level matters on x86-64 only
 #if defined(__x86_64__)
   if (ker.simd == SimdLevel::Avx512 && width <= 32) {
     *lanes = 16;
