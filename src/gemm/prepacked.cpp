@@ -71,7 +71,6 @@ namespace {
 // packed internal A) or W = NR (C's columns: the packed internal B).
 
 typedef float v16 __attribute__((vector_size(64)));
-#define GK_INLINE_LAMBDA __attribute__((always_inline))
 
 template <typename V>
 GK_INLINE V load_v(const float* p) {
@@ -80,66 +79,75 @@ GK_INLINE V load_v(const float* p) {
   return v;
 }
 
-// acc[s][w] = sum over K of panel[p][w * lanes + ...] * x[p * ldx + s], for s < S and WV
-// vectors of lanes; the panel's K steps `width` floats apart (vectors may read past a
-// step's width into the next one, and up to a vector past the panel: the buffer's slack).
-template <typename V, int WV, int S>
-GK_INLINE void panel_times_values(const float* panel, int64_t width, int64_t k, const float* x, int64_t ldx,
-                                  bool accumulate, float* out /* S x WV vectors, added to when accumulate */) {
+// For each of P panels side by side (panel t at panel + t * panel_stride, its sums at
+// out + t * out_stride): acc[s][w] = sum over K of panel[p][w * lanes + ...] * x[p * ldx +
+// s], for s < S and WV vectors of lanes; a panel's K steps `width` floats apart (vectors
+// may read past a step's width into the next one, and up to a vector past the last
+// panel: the buffer's slack). accumulate: the sums start from out.
+template <typename V, int WV, int S, int P>
+GK_INLINE void panels_times_values(const float* panel, int64_t panel_stride, int64_t width, int64_t k,
+                                   const float* x, int64_t ldx, bool accumulate, float* out, int64_t out_stride) {
   constexpr int kLanes = int(sizeof(V) / sizeof(float));
   // Unrolled, so that the sums stay in registers (a loop over S kept them in memory: 1024 x
   // 8 x 1024 ran 4x below the FMA rate).
-  // With few sums, K steps alternate between two sets of them: one set is a chain of
-  // dependent FMAs, 4 cycles each (a layer on one token ran at the FMA latency).
-  constexpr int kSets = S * WV <= 4 ? 2 : 1;
-  V acc[kSets][S][WV];
-#pragma GCC unroll 2
-  for (int t = 0; t < kSets; ++t)
+  V acc[P][S][WV];
+#pragma GCC unroll 4
+  for (int t = 0; t < P; ++t)
 #pragma GCC unroll 16
     for (int s = 0; s < S; ++s)
 #pragma GCC unroll 4
       for (int w = 0; w < WV; ++w)
-        acc[t][s][w] = accumulate && t == 0 ? load_v<V>(out + (s * WV + w) * kLanes) : V{};
-  auto step = [&](int64_t p, V (&sums)[S][WV]) GK_INLINE_LAMBDA {
-    V a[WV];
+        acc[t][s][w] = accumulate ? load_v<V>(out + t * out_stride + (s * WV + w) * kLanes) : V{};
+  for (int64_t p = 0; p < k; ++p) {
 #pragma GCC unroll 4
-    for (int w = 0; w < WV; ++w) a[w] = load_v<V>(panel + p * width + w * kLanes);
+    for (int t = 0; t < P; ++t) {
+      V a[WV];
+#pragma GCC unroll 4
+      for (int w = 0; w < WV; ++w) a[w] = load_v<V>(panel + t * panel_stride + p * width + w * kLanes);
 #pragma GCC unroll 16
-    for (int s = 0; s < S; ++s) {
-      const float xv = x[p * ldx + s];
+      for (int s = 0; s < S; ++s) {
+        const float xv = x[p * ldx + s];
 #pragma GCC unroll 4
-      for (int w = 0; w < WV; ++w) sums[s][w] += a[w] * xv;
+        for (int w = 0; w < WV; ++w) acc[t][s][w] += a[w] * xv;
+      }
     }
-  };
-  int64_t p = 0;
-  if constexpr (kSets == 2)
-    for (; p + 2 <= k; p += 2) step(p, acc[0]), step(p + 1, acc[1]);
-  for (; p < k; ++p) step(p, acc[0]);
-  if constexpr (kSets == 2)
-#pragma GCC unroll 16
-    for (int s = 0; s < S; ++s)
+  }
 #pragma GCC unroll 4
-      for (int w = 0; w < WV; ++w) acc[0][s][w] += acc[1][s][w];
-  std::memcpy(out, acc[0], sizeof acc[0]);
+  for (int t = 0; t < P; ++t) std::memcpy(out + t * out_stride, acc[t], sizeof acc[t]);
 }
 
-// The same for a runtime S (1..kNarrowMaxS): a switch over the compile-time one.
+// The same for a runtime S (1..kNarrowMaxS), on as many of `avail` panels as it takes
+// together (returned). With few sums, several panels side by side: one panel's sums are
+// chains of dependent FMAs (4 cycles a step: a layer on one token ran at the FMA latency),
+// and one stream of panels fetched from memory ran 12-15% below GEMV's several rows.
 constexpr int kNarrowMaxS = 16;
 template <typename V, int WV, int S = 1>
-GK_INLINE void panel_times_values_any(int s, const float* panel, int64_t width, int64_t k, const float* x,
-                                      int64_t ldx, bool accumulate, float* out) {
+GK_INLINE int panels_times_values_any(int s, int64_t avail, const float* panel, int64_t panel_stride,
+                                      int64_t width, int64_t k, const float* x, int64_t ldx, bool accumulate,
+                                      float* out, int64_t out_stride) {
   if constexpr (S < kNarrowMaxS) {
-    if (s != S) return panel_times_values_any<V, WV, S + 1>(s, panel, width, k, x, ldx, accumulate, out);
+    if (s != S)
+      return panels_times_values_any<V, WV, S + 1>(s, avail, panel, panel_stride, width, k, x, ldx, accumulate,
+                                                   out, out_stride);
   }
-  panel_times_values<V, WV, S>(panel, width, k, x, ldx, accumulate, out);
+  constexpr int P = S * WV <= 2 ? 4 : S * WV <= 4 ? 2 : 1;
+  if (P > 1 && avail >= P) {
+    panels_times_values<V, WV, S, P>(panel, panel_stride, width, k, x, ldx, accumulate, out, out_stride);
+    return P;
+  }
+  panels_times_values<V, WV, S, 1>(panel, panel_stride, width, k, x, ldx, accumulate, out, out_stride);
+  return 1;
 }
 
-using PanelTimesValues = void (*)(int, const float*, int64_t, int64_t, const float*, int64_t, bool, float*);
+using PanelTimesValues = int (*)(int, int64_t, const float*, int64_t, int64_t, int64_t, const float*, int64_t, bool,
+                                 float*, int64_t);
 
-#define GK_NARROW_VARIANT(suffix, target_attr, vec, wv)                                                      \
-  target_attr void panel_times_values_##suffix(int s, const float* panel, int64_t width, int64_t k,         \
-                                               const float* x, int64_t ldx, bool acc, float* out) {         \
-    panel_times_values_any<vec, wv>(s, panel, width, k, x, ldx, acc, out);                                   \
+#define GK_NARROW_VARIANT(suffix, target_attr, vec, wv)                                                         \
+  target_attr int panel_times_values_##suffix(int s, int64_t avail, const float* panel, int64_t panel_stride,  \
+                                              int64_t width, int64_t k, const float* x, int64_t ldx, bool acc, \
+                                              float* out, int64_t out_stride) {                                \
+    return panels_times_values_any<vec, wv>(s, avail, panel, panel_stride, width, k, x, ldx, acc, out,         \
+                                            out_stride);                                                        \
   }
 GK_NARROW_VARIANT(v8x1, , v8, 1)
 GK_NARROW_VARIANT(v8x2, , v8, 2)
@@ -231,10 +239,11 @@ bool gemm_narrow(int64_t m, int64_t n, int64_t k, float alpha, const float* pane
     const Range mine = share(count, omp_get_thread_num(), omp_get_num_threads(), 1, count);
     float* part = sums.part(omp_get_thread_num());
     for_each_balanced_block(k, k_block, 1, [&](int64_t k0, int64_t kc) {
-      for (int64_t q = mine.begin; q < mine.end; ++q)
-        for (int64_t s0 = 0, chunk = 0; s0 < small; s0 += kNarrowMaxS, ++chunk)
-          loop(int(std::min<int64_t>(kNarrowMaxS, small - s0)), panels + q * k * width + k0 * width, width, kc,
-               x + k0 * ldx + s0, ldx, k0 > 0, part + (q - mine.begin) * per_panel + chunk * kNarrowMaxS * stride);
+      for (int64_t s0 = 0, chunk = 0; s0 < small; s0 += kNarrowMaxS, ++chunk)
+        for (int64_t q = mine.begin; q < mine.end;)
+          q += loop(int(std::min<int64_t>(kNarrowMaxS, small - s0)), mine.end - q, panels + q * k * width + k0 * width,
+                    k * width, width, kc, x + k0 * ldx + s0, ldx, k0 > 0,
+                    part + (q - mine.begin) * per_panel + chunk * kNarrowMaxS * stride, per_panel);
     });
     for (int64_t q = mine.begin; q < mine.end; ++q) {
       const int64_t w0 = q * width, wn = std::min(width, wide - w0);
