@@ -59,6 +59,81 @@ gk_status gk_sgemm_batch_strided(CBLAS_ORDER order, CBLAS_TRANSPOSE transa, CBLA
                                  const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
                                  int64_t stride_c, int64_t batch);
 
+/* A batch of SGEMMs in groups of one shape each, the cblas_sgemm_batch convention (oneMKL,
+ * OpenBLAS 0.3.27): group g has group_size[g] products, all with transa_array[g],
+ * transb_array[g], m_array[g], n_array[g], k_array[g], alpha_array[g], lda_array[g],
+ * ldb_array[g], beta_array[g], ldc_array[g]; the pointer arrays hold one A, B and C per
+ * product, group after group (sum of group_size entries). Products too small for several
+ * threads run side by side, one per thread, whatever their group; larger ones one after
+ * another on every thread. The C matrices must not overlap one another (not checked: the
+ * products run in any order). Every argument and pointer is checked before anything is
+ * computed: an invalid one gives GK_ERR_INVALID_ARGUMENT naming the group and product,
+ * and nothing is written. group_count 0 does nothing. */
+gk_status gk_sgemm_batch(CBLAS_ORDER order, const CBLAS_TRANSPOSE *transa_array, const CBLAS_TRANSPOSE *transb_array,
+                         const int64_t *m_array, const int64_t *n_array, const int64_t *k_array,
+                         const float *alpha_array, const float *const *a_array, const int64_t *lda_array,
+                         const float *const *b_array, const int64_t *ldb_array, const float *beta_array,
+                         float *const *c_array, const int64_t *ldc_array, int64_t group_count,
+                         const int64_t *group_size);
+
+/* ------------------------------------------------------------------ inference-side SGEMM
+ * What an inference engine wants around its GEMMs: an epilogue applied as C is stored, and
+ * a weight packed once for this machine's kernel and reused by every call (oneMKL's
+ * cblas_sgemm_pack / cblas_sgemm_compute). */
+
+/* The activation applied after bias (gk_epilogue, gk_conv_desc, the network operations). */
+typedef enum { GK_ACT_NONE = 0, GK_ACT_RELU, GK_ACT_RELU6 } gk_activation;
+
+typedef enum { GK_BIAS_NONE = 0, GK_BIAS_PER_ROW, GK_BIAS_PER_COLUMN } gk_bias_mode;
+
+/* C = act(alpha op(A) op(B) + beta C + bias): bias[i] added to row i of C (m floats,
+ * GK_BIAS_PER_ROW) or bias[j] to column j (n floats, GK_BIAS_PER_COLUMN), in either
+ * order, then the activation. Applied to each tile of C while it is in cache, not as a
+ * second pass (the few-column and tiny paths excepted). */
+typedef struct {
+  const float *bias; /* NULL with GK_BIAS_NONE */
+  gk_bias_mode bias_mode;
+  gk_activation activation;
+} gk_epilogue;
+
+/* cblas_sgemm with an epilogue (NULL: none) and a status: arguments as cblas_sgemm's, an
+ * invalid one gives GK_ERR_INVALID_ARGUMENT with a message naming it, and nothing is
+ * written. beta == 0 never reads C. */
+gk_status gk_sgemm_ex(CBLAS_ORDER order, CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE transb, int64_t m, int64_t n,
+                      int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                      float *c, int64_t ldc, const gk_epilogue *epilogue);
+
+/* Which operand a packed buffer holds: op(A), m x k, or op(B), k x n. */
+typedef enum { GK_PACK_A = 0, GK_PACK_B = 1 } gk_pack_operand;
+/* gk_sgemm_compute's transa / transb for an operand given packed (oneMKL's CblasPacked). */
+#define GK_PACKED 151
+
+/* Bytes a packed A (op(A) m x k: n is not used) or B (op(B) k x n: m is not used) takes,
+ * a 128-byte header included, for the kernel active now; -1 for invalid arguments
+ * (gk_last_error says which). The size and the format differ between CPUs and kernels. */
+int64_t gk_sgemm_pack_get_size(gk_pack_operand which, int64_t m, int64_t n, int64_t k);
+/* Packs alpha op(src) into dest, 64-byte aligned, of dest_bytes >= gk_sgemm_pack_get_size
+ * bytes, for gk_sgemm_compute calls in the same order with the same m and k (A) or k and n
+ * (B); the other dimension is free (one packed weight serves any number of columns or
+ * rows). trans and ld describe src as cblas_sgemm's transa / lda do. The buffer holds the
+ * active kernel's micro-panels (the library's own packing) behind a header that records the
+ * kernel, its MR / NR / KC, the shape, trans and alpha: a buffer packed for another shape,
+ * order or kernel (another CPU, gk_set_kernel) is refused by gk_sgemm_compute. It does not
+ * point into src. */
+gk_status gk_sgemm_pack(CBLAS_ORDER order, gk_pack_operand which, CBLAS_TRANSPOSE trans, int64_t m, int64_t n,
+                        int64_t k, float alpha, const float *src, int64_t ld, void *dest, int64_t dest_bytes);
+/* C = act(op(A) op(B) + beta C + bias) where A and/or B is a buffer from gk_sgemm_pack
+ * (its transa / transb GK_PACKED, its ld ignored; the alpha it was packed with applies)
+ * and the other a plain matrix (CblasNoTrans / CblasTrans / CblasConjTrans, as
+ * cblas_sgemm's). epilogue: NULL or as gk_sgemm_ex's. The packed panels are read in place:
+ * no packing of that operand, and no allocation once the calling thread's scratch has
+ * grown. A packed buffer that is NULL, misaligned, corrupted (its header's checksum) or
+ * packed for another operand, order, shape or kernel gives GK_ERR_INVALID_ARGUMENT naming
+ * the difference, and nothing is written. */
+gk_status gk_sgemm_compute(CBLAS_ORDER order, int transa, int transb, int64_t m, int64_t n, int64_t k,
+                           const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c,
+                           int64_t ldc, const gk_epilogue *epilogue);
+
 /* ------------------------------------------------------------------ convolution
  * 2-D convolution for inference. A plan is made once per layer (it validates the
  * descriptor, picks an algorithm, packs the weights); running it is thread-safe and
@@ -71,8 +146,6 @@ typedef enum {
   GK_LAYOUT_NCHW8,
   GK_LAYOUT_NCHW16
 } gk_layout;
-
-typedef enum { GK_ACT_NONE = 0, GK_ACT_RELU, GK_ACT_RELU6 } gk_activation;
 
 typedef enum {
   GK_CONV_ALGO_AUTO = 0,

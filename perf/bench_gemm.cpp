@@ -8,7 +8,8 @@
 // "% cap" columns are the median over rounds of GFLOP/s / that round's capacity.
 //
 // Then a strided batch (gk_sgemm_batch_strided, 1000 products of 16^3 and 32^3) against
-// loops of cblas_sgemm calls, gemmkit's and OpenBLAS's.
+// loops of cblas_sgemm calls, gemmkit's and OpenBLAS's; then the inference-side API
+// (inference_table: pre-packed A, the fused epilogue, the pointer-array batch).
 //
 // Then the random sweep (perf/sweep.cpp): 300 shapes, log-uniform in 1..4000, against the
 // faster peer.
@@ -28,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -111,6 +113,187 @@ std::string point_name(const Shape& s, int threads, const std::string& lib) {
   std::string label = s.label;
   std::replace(label.begin(), label.end(), ' ', '_');
   return "sgemm/" + label + "/t" + std::to_string(threads) + "/" + lib;
+}
+
+// ---- the inference-side API: a pre-packed operand against the same call unpacked, the
+// pointer-array batch against loops, the fused epilogue against a second pass. Its own
+// interleaved rounds (each group's entries back to back, the order rotating), medians in
+// ms; returns the markdown.
+std::string inference_table(const std::vector<Library>& libs, const std::vector<int>& thread_counts, int rounds,
+                            bool quick) {
+  struct Packed {
+    std::string label;
+    CBLAS_ORDER order;
+    int m, n, k;
+  };
+  std::vector<Packed> packed = {{"64x3136x576", CblasRowMajor, 64, 3136, 576}};
+  for (int n : quick ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 2, 4, 8, 16, 32, 64})
+    packed.push_back({"1024x" + std::to_string(n) + "x1024", CblasRowMajor, 1024, n, 1024});
+  if (!quick) {  // the weight on the other side of the internal problem (NR-wide panels)
+    packed.push_back({"col 64x3136x576", CblasColMajor, 64, 3136, 576});
+    packed.push_back({"col 1024x16x1024", CblasColMajor, 1024, 16, 1024});
+  }
+  struct Buffers {
+    std::vector<float> a, b, c, bias;
+    void* pa = nullptr;
+  };
+  static std::vector<std::unique_ptr<Buffers>> keep;  // alive while the benchmarks are registered
+  std::vector<std::vector<std::string>> groups;
+  std::set<std::string> spinners;
+  auto name_of = [](const std::string& what, const std::string& label, int t, const std::string& how) {
+    std::string l = label;
+    std::replace(l.begin(), l.end(), ' ', '_');
+    return "inference/" + what + "/" + l + "/t" + std::to_string(t) + "/" + how;
+  };
+  auto add = [&](const std::string& name, std::function<void()> body, int t, bool spins) {
+    groups.back().push_back(name);
+    if (spins) spinners.insert(name);
+    benchmark::RegisterBenchmark(name.c_str(), [body, t, spins, &libs](benchmark::State& st) {
+      (void)spins;
+      for (const Library& lib : libs) lib.set_threads(t);
+      for (auto _ : st) body();
+    })->MinTime(0.1)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  };
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  auto fill = [&](std::vector<float>& v, size_t n) {
+    v.resize(n);
+    for (float& x : v) x = dist(rng);
+  };
+  for (const Packed& p : packed) {
+    keep.emplace_back(new Buffers);
+    Buffers* d = keep.back().get();
+    fill(d->a, size_t(p.m) * p.k), fill(d->b, size_t(p.k) * p.n), fill(d->bias, size_t(std::max(p.m, p.n)));
+    d->c.assign(size_t(p.m) * p.n, 0.0f);
+    const bool row = p.order == CblasRowMajor;
+    const int lda = row ? p.k : p.m, ldb = row ? p.n : p.k, ldc = row ? p.n : p.m;
+    const int64_t bytes = gk_sgemm_pack_get_size(GK_PACK_A, p.m, p.n, p.k);
+    if (posix_memalign(&d->pa, 64, size_t(bytes)) != 0 ||
+        gk_sgemm_pack(p.order, GK_PACK_A, CblasNoTrans, p.m, p.n, p.k, 1.0f, d->a.data(), lda, d->pa, bytes) != GK_OK) {
+      std::fprintf(stderr, "bench: gk_sgemm_pack failed: %s\n", gk_last_error());
+      continue;
+    }
+    for (int t : thread_counts) {
+      groups.emplace_back();
+      for (const Library& lib : libs)
+        add(name_of("packed", p.label, t, lib.name), [=] {
+          lib.sgemm(p.order, CblasNoTrans, CblasNoTrans, p.m, p.n, p.k, 1.0f, d->a.data(), lda, d->b.data(), ldb, 0.0f,
+                    d->c.data(), ldc);
+        }, t, lib.spins_after_call);
+      add(name_of("packed", p.label, t, "gemmkit-packed"), [=] {
+        gk_sgemm_compute(p.order, GK_PACKED, CblasNoTrans, p.m, p.n, p.k, d->pa, 0, d->b.data(), ldb, 0.0f,
+                         d->c.data(), ldc, nullptr);
+      }, t, false);
+      if (p.label != "64x3136x576") continue;
+      // The epilogue: bias per row (fused into the kernel), per column (applied to each
+      // tile as it is stored), and cblas_sgemm followed by the caller's own pass.
+      const gk_epilogue row_bias{d->bias.data(), GK_BIAS_PER_ROW, GK_ACT_RELU};
+      const gk_epilogue col_bias{d->bias.data(), GK_BIAS_PER_COLUMN, GK_ACT_RELU};
+      const std::pair<const char*, gk_epilogue> epilogues[] = {{"ex-row-bias-relu", row_bias},
+                                                               {"ex-col-bias-relu", col_bias}};
+      for (const auto& pe : epilogues) {
+        const gk_epilogue e = pe.second;
+        add(name_of("packed", p.label, t, pe.first), [=] {
+          gk_sgemm_ex(p.order, CblasNoTrans, CblasNoTrans, p.m, p.n, p.k, 1.0f, d->a.data(), lda, d->b.data(), ldb,
+                      0.0f, d->c.data(), ldc, &e);
+        }, t, false);
+      }
+      add(name_of("packed", p.label, t, "sgemm+pass-row-bias-relu"), [=] {
+        cblas_sgemm(p.order, CblasNoTrans, CblasNoTrans, p.m, p.n, p.k, 1.0f, d->a.data(), lda, d->b.data(), ldb, 0.0f,
+                    d->c.data(), ldc);
+        for (int i = 0; i < p.m; ++i)
+          for (int j = 0; j < p.n; ++j) {
+            float& v = d->c[size_t(i) * ldc + j];
+            v = std::max(v + d->bias[size_t(i)], 0.0f);
+          }
+      }, t, false);
+      add(name_of("packed", p.label, t, "packed-row-bias-relu"), [=] {
+        gk_sgemm_compute(p.order, GK_PACKED, CblasNoTrans, p.m, p.n, p.k, d->pa, 0, d->b.data(), ldb, 0.0f,
+                         d->c.data(), ldc, &row_bias);
+      }, t, false);
+    }
+  }
+  // The pointer-array batch: kProducts products of 32^3 in one group, and of 16^3 and 32^3
+  // in two groups, against loops of cblas_sgemm over the same operands.
+  constexpr int kProducts = 1000;
+  struct Batch {
+    std::string label;
+    int sizes[2];
+  };
+  const Batch batches[] = {{"1000x32^3", {32, 32}}, {"500x16^3+500x32^3", {16, 32}}};
+  for (const Batch& bt : batches) {
+    keep.emplace_back(new Buffers);
+    Buffers* d = keep.back().get();
+    const int64_t step = 32 * 32;
+    fill(d->a, size_t(kProducts * step)), fill(d->b, size_t(kProducts * step));
+    d->c.assign(size_t(kProducts * step), 0.0f);
+    auto* ptrs = new std::vector<const float*>[2];  // kept for the process's life, as `keep`
+    auto* cps = new std::vector<float*>;
+    for (int i = 0; i < kProducts; ++i) {
+      ptrs[0].push_back(d->a.data() + i * step), ptrs[1].push_back(d->b.data() + i * step);
+      cps->push_back(d->c.data() + i * step);
+    }
+    const Batch b = bt;
+    for (int t : thread_counts) {
+      groups.emplace_back();
+      for (const Library& lib : libs)
+        add(name_of("batch", b.label, t, lib.name + "-loop"), [=] {
+          for (int i = 0; i < kProducts; ++i) {
+            const int s = b.sizes[i * 2 / kProducts];
+            lib.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, s, s, 1.0f, ptrs[0][size_t(i)], s,
+                      ptrs[1][size_t(i)], s, 0.0f, (*cps)[size_t(i)], s);
+          }
+        }, t, lib.spins_after_call);
+      add(name_of("batch", b.label, t, "gemmkit-batch"), [=] {
+        const CBLAS_TRANSPOSE tr[] = {CblasNoTrans, CblasNoTrans};
+        const bool one = b.sizes[0] == b.sizes[1];  // one group of kProducts, else two halves
+        const int64_t sz[] = {b.sizes[0], b.sizes[1]}, size[] = {one ? kProducts : kProducts / 2, kProducts / 2};
+        const float alpha[] = {1.0f, 1.0f}, beta[] = {0.0f, 0.0f};
+        gk_sgemm_batch(CblasRowMajor, tr, tr, sz, sz, sz, alpha, ptrs[0].data(), sz, ptrs[1].data(), sz, beta,
+                       cps->data(), sz, one ? 1 : 2, size);
+      }, t, false);
+    }
+  }
+  const std::map<std::string, std::vector<double>> samples = gkbench::run_interleaved(groups, rounds, spinners);
+  auto ms = [&](const std::string& name) {
+    const auto it = samples.find(name);
+    return it == samples.end() || it->second.empty() ? 0.0 : median(it->second) * 1e3;
+  };
+  std::ostringstream out;
+  char row[320];
+  out << "\n## Pre-packed A: gk_sgemm_compute against the same cblas_sgemm unpacked (ms per call, median of "
+      << rounds << " rounds)\n\n| shape (MxNxK) | threads | gemmkit unpacked | OpenBLAS | gemmkit packed A | "
+      << "unpacked / packed |\n|---|---|---|---|---|---|\n";
+  for (const Packed& p : packed)
+    for (int t : thread_counts) {
+      const double own = ms(name_of("packed", p.label, t, "gemmkit")), ob = ms(name_of("packed", p.label, t, "openblas"));
+      const double pk = ms(name_of("packed", p.label, t, "gemmkit-packed"));
+      std::snprintf(row, sizeof row, "| %s | %d | %.3f | %.3f | %.3f | %.2f |\n", p.label.c_str(), t, own, ob, pk,
+                    pk > 0 ? own / pk : 0.0);
+      out << row;
+    }
+  out << "\n## Epilogue on 64x3136x576: bias + ReLU (ms per call, median)\n\n| threads | sgemm alone | "
+      << "gk_sgemm_ex row bias | gk_sgemm_ex column bias | sgemm + a bias pass | packed A + row bias |\n"
+      << "|---|---|---|---|---|---|\n";
+  for (int t : thread_counts) {
+    auto m = [&](const char* how) { return ms(name_of("packed", "64x3136x576", t, how)); };
+    std::snprintf(row, sizeof row, "| %d | %.3f | %.3f | %.3f | %.3f | %.3f |\n", t, m("gemmkit"), m("ex-row-bias-relu"),
+                  m("ex-col-bias-relu"), m("sgemm+pass-row-bias-relu"), m("packed-row-bias-relu"));
+    out << row;
+  }
+  out << "\n## Pointer-array batch: gk_sgemm_batch against loops of cblas_sgemm (ms per batch, median)\n\n"
+      << "| products | threads | gemmkit batch | gemmkit loop | OpenBLAS loop | speedup over the faster loop |\n"
+      << "|---|---|---|---|---|---|\n";
+  for (const Batch& b : batches)
+    for (int t : thread_counts) {
+      const double bat = ms(name_of("batch", b.label, t, "gemmkit-batch"));
+      const double own = ms(name_of("batch", b.label, t, "gemmkit-loop")), ob = ms(name_of("batch", b.label, t, "openblas-loop"));
+      const double faster = ob > 0 ? std::min(own, ob) : own;
+      std::snprintf(row, sizeof row, "| %s | %d | %.3f | %.3f | %.3f | %.2f |\n", b.label.c_str(), t, bat, own, ob,
+                    bat > 0 ? faster / bat : 0.0);
+      out << row;
+    }
+  return out.str();
 }
 
 }  // namespace
@@ -351,6 +534,7 @@ int main(int argc, char** argv) {
                     ob > 0 ? std::to_string(ob).substr(0, 5).c_str() : "-", batch > 0 ? faster / batch : 0.0);
       table << row;
     }
+  table << inference_table(libs, thread_counts, rounds, quick);
   md << table.str();
   md.close();
   csv.close();

@@ -169,3 +169,163 @@ TEST(SgemmBatch, InvalidArgumentsRefusedWithNothingWritten) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- gk_sgemm_batch
+
+namespace {
+
+using gktest::Operand;
+
+// One group of the pointer-array batch: its shape and arguments, and its products' operands.
+struct Group {
+  CBLAS_TRANSPOSE ta, tb;
+  int64_t m, n, k;
+  float alpha, beta;
+  int64_t size;
+  std::vector<Operand> a, b, c, c0;
+};
+
+// Groups of mixed shapes (small ones side by side, a large one on every thread, an empty
+// group, an empty C, K 0), each product checked against the reference; 1 and 2 threads.
+TEST(SgemmGroupBatch, MixedGroupsAgainstTheReference) {
+  struct Spec {
+    bool ta, tb;
+    int64_t m, n, k;
+    float alpha, beta;
+    int64_t size;
+  };
+  const Spec specs[] = {{false, false, 5, 7, 3, 1.0f, 0.0f, 9},    {true, false, 32, 32, 32, 0.5f, 1.0f, 20},
+                        {false, true, 1, 1, 1, 2.0f, 0.5f, 3},     {true, true, 13, 50, 9, -1.0f, 0.0f, 0},
+                        {false, false, 130, 150, 90, 1.0f, 0.25f, 2}, {true, false, 0, 4, 4, 1.0f, 0.0f, 2},
+                        {false, true, 6, 4, 0, 1.0f, 0.5f, 3},     {true, true, 17, 3, 40, 1.5f, 0.0f, 11}};
+  for (int threads : {1, 2}) {
+    gk_set_num_threads(threads);
+    for (bool row_major : {true, false}) {
+      SCOPED_TRACE(std::string(row_major ? "row-major" : "column-major") + ", threads " + std::to_string(threads));
+      std::vector<Group> groups;
+      uint32_t seed = 100;
+      for (const Spec& s : specs) {
+        Group g{s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, s.alpha, s.beta,
+                s.size, {}, {}, {}, {}};
+        for (int64_t p = 0; p < s.size; ++p) {
+          g.a.emplace_back(s.ta ? s.k : s.m, s.ta ? s.m : s.k, 1, row_major, ++seed);
+          g.b.emplace_back(s.tb ? s.n : s.k, s.tb ? s.k : s.n, 2, row_major, ++seed);
+          g.c0.emplace_back(s.m, s.n, 3, row_major, ++seed);
+          if (s.beta == 0.0f) g.c0.back().fill(kNaN);
+          g.c.push_back(g.c0.back());
+        }
+        groups.push_back(std::move(g));
+      }
+      std::vector<CBLAS_TRANSPOSE> ta, tb;
+      std::vector<int64_t> m, n, k, lda, ldb, ldc, size;
+      std::vector<float> alpha, beta;
+      std::vector<const float*> ap, bp;
+      std::vector<float*> cp;
+      for (Group& g : groups) {
+        ta.push_back(g.ta), tb.push_back(g.tb), m.push_back(g.m), n.push_back(g.n), k.push_back(g.k);
+        alpha.push_back(g.alpha), beta.push_back(g.beta), size.push_back(g.size);
+        // Every product of a group has the same leading dimensions (the Operands' padding is fixed).
+        const Operand pa(g.ta == CblasTrans ? g.k : g.m, g.ta == CblasTrans ? g.m : g.k, 1, row_major, 0);
+        const Operand pb(g.tb == CblasTrans ? g.n : g.k, g.tb == CblasTrans ? g.k : g.n, 2, row_major, 0);
+        const Operand pc(g.m, g.n, 3, row_major, 0);
+        lda.push_back(pa.ld), ldb.push_back(pb.ld), ldc.push_back(pc.ld);
+        for (int64_t p = 0; p < g.size; ++p) {
+          ap.push_back(g.a[size_t(p)].data.data());
+          bp.push_back(g.b[size_t(p)].data.data());
+          cp.push_back(g.c[size_t(p)].data.data());
+        }
+      }
+      ASSERT_EQ(gk_sgemm_batch(row_major ? CblasRowMajor : CblasColMajor, ta.data(), tb.data(), m.data(), n.data(),
+                               k.data(), alpha.data(), ap.data(), lda.data(), bp.data(), ldb.data(), beta.data(),
+                               cp.data(), ldc.data(), int64_t(groups.size()), size.data()),
+                GK_OK)
+          << gk_last_error();
+      for (size_t gi = 0; gi < groups.size(); ++gi) {
+        const Group& g = groups[gi];
+        for (int64_t p = 0; p < g.size; ++p)
+          ASSERT_TRUE(gktest::matches_reference(g.a[size_t(p)], g.ta == CblasTrans, g.b[size_t(p)], g.tb == CblasTrans,
+                                                g.alpha, g.beta, g.c0[size_t(p)], g.c[size_t(p)], g.k))
+              << "group " << gi << " product " << p;
+      }
+    }
+  }
+  gk_set_num_threads(0);
+}
+
+// Refused calls: status, a message naming the argument (and group / product), C untouched.
+TEST(SgemmGroupBatch, InvalidArgumentsRefusedWithNothingWritten) {
+  const std::vector<float> a(64, 1.0f), b(64, 1.0f);
+  std::vector<float> c0(16, kSentinel), c1(16, kSentinel);
+  const CBLAS_TRANSPOSE ta[] = {CblasNoTrans, CblasNoTrans}, tb[] = {CblasNoTrans, CblasNoTrans};
+  const int64_t m[] = {4, 4}, n[] = {4, 4}, k[] = {4, 4}, ld[] = {4, 4};
+  const float alpha[] = {1.0f, 1.0f}, beta[] = {0.0f, 0.0f};
+  const float* ap[] = {a.data(), a.data()};
+  const float* bp[] = {b.data(), b.data()};
+  float* cp[] = {c0.data(), c1.data()};
+  const int64_t sizes[] = {1, 1};
+  struct Args {
+    CBLAS_ORDER order = CblasRowMajor;
+    const CBLAS_TRANSPOSE* ta;
+    const int64_t *m, *lda;
+    const float* const* ap;
+    float* const* cp;
+    int64_t count = 2;
+    const int64_t* sizes;
+  };
+  auto call = [&](const Args& x) {
+    return gk_sgemm_batch(x.order, x.ta, tb, x.m, n, k, alpha, x.ap, x.lda, bp, ld, beta, x.cp, ld, x.count, x.sizes);
+  };
+  const Args good{CblasRowMajor, ta, m, ld, ap, cp, 2, sizes};
+  auto expect_refused = [&](Args x, const char* names) {
+    EXPECT_EQ(call(x), GK_ERR_INVALID_ARGUMENT) << names;
+    EXPECT_NE(std::string(gk_last_error()).find(names), std::string::npos) << gk_last_error();
+  };
+  Args x = good;
+  x.order = CBLAS_ORDER(9);
+  expect_refused(x, "order");
+  x = good, x.count = -1;
+  expect_refused(x, "group_count -1");
+  const int64_t negative[] = {1, -3};
+  x = good, x.sizes = negative;
+  expect_refused(x, "group_size[1] -3");
+  const int64_t huge[] = {int64_t{1} << 62, int64_t{1} << 62};
+  x = good, x.sizes = huge;
+  expect_refused(x, "add up");
+  x = good, x.sizes = nullptr;
+  expect_refused(x, "group_size is NULL");
+  x = good, x.ta = nullptr;
+  expect_refused(x, "transa_array is NULL");
+  const CBLAS_TRANSPOSE bad_t[] = {CblasNoTrans, CBLAS_TRANSPOSE(1)};
+  x = good, x.ta = bad_t;
+  expect_refused(x, "transa 1 is not a CBLAS_TRANSPOSE (group 1)");
+  const int64_t neg_m[] = {4, -4};
+  x = good, x.m = neg_m;
+  expect_refused(x, "(group 1)");
+  const int64_t small_ld[] = {4, 3};
+  x = good, x.lda = small_ld;
+  expect_refused(x, "lda 3");
+  const int64_t huge_ld[] = {4, int64_t{1} << 62};
+  x = good, x.lda = huge_ld;
+  expect_refused(x, "address space");
+  const float* null_a[] = {a.data(), nullptr};
+  x = good, x.ap = null_a;
+  expect_refused(x, "a_array[1] (group 1) is NULL");
+  float* null_c[] = {c0.data(), nullptr};
+  x = good, x.cp = null_c;
+  expect_refused(x, "c_array[1]");
+  x = good, x.ap = nullptr;
+  expect_refused(x, "a_array is NULL");
+  for (float v : c0) ASSERT_EQ(v, kSentinel);
+  for (float v : c1) ASSERT_EQ(v, kSentinel);
+  // Nothing to do: no groups (NULL arrays allowed), groups of size 0.
+  EXPECT_EQ(gk_sgemm_batch(CblasRowMajor, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                           nullptr, nullptr, nullptr, nullptr, 0, nullptr),
+            GK_OK);
+  const int64_t zeros[] = {0, 0};
+  x = good, x.sizes = zeros, x.ap = nullptr, x.cp = nullptr;
+  EXPECT_EQ(call(x), GK_OK) << gk_last_error();
+  EXPECT_EQ(call(good), GK_OK) << gk_last_error();
+  EXPECT_EQ(c0[0], 4.0f);
+}
+
+}  // namespace
