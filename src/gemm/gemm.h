@@ -360,6 +360,9 @@ struct GemmPathChoice {
 };
 GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
                                 const KernelConfig& cfg);
+// The in-place-A path's own test (choose_gemm_path's fourth): also asked by the pre-packed
+// compute, whose B comes packed and whose A may still be read in place.
+bool in_place_a_serves(const PathLimits& limits, const GemmProblem& p, const MatrixView& a);
 const char* path_name(GemmPath path);
 // The path the calling thread's last sgemm_rowstored ran (tests assert it).
 GemmPath last_gemm_path();

@@ -70,6 +70,8 @@ bool gemv_serves(const PathLimits& l, int64_t rows, int64_t cols, const MatrixVi
   return rows * cols * static_cast<int64_t>(sizeof(float)) > l.gemv_min_matrix_bytes * std::max<int64_t>(1, vectors / 4);
 }
 
+}  // namespace
+
 // Measured against the packed path, 1 thread, AVX2, GFLOP/s (packed -> in place):
 // 512x49x4608 45 -> 65, 4096x8x4096 22 -> 38, 128x32x1152 54 -> 89, 1000x16x512 63 -> 85,
 // 512x96x2304 64 -> 80, 1024x128x1024 63 -> 77, 512x192x1024 69 -> 74, 1024x256x1024 70 ->
@@ -86,8 +88,6 @@ bool in_place_a_serves(const PathLimits& l, const GemmProblem& p, const MatrixVi
   const int64_t staged = round_up(p.m, kInPlaceARowUnit) * round_up(p.n, 8);
   return p.k >= std::max<int64_t>(min_k, 2 * p.n) && staged <= l.in_place_a_max_staged;
 }
-
-}  // namespace
 
 GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
                                 const KernelConfig& cfg) {

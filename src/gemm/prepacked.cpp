@@ -357,7 +357,7 @@ void run_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const Side& a, 
   p.b = b.panels ? static_cast<const BPacker*>(&packed_b) : &plain_b;
   p.c = c, p.rs_c = rs_c, p.epilogue = e;
   if (!a.panels && !b.panels) {
-    const PathChoice choice = choose_path(p, a.view, b.view, cfg);
+    const GemmPathChoice choice = choose_gemm_path(p, a.view, b.view, cfg);
     if (choice.path == GemmPath::Small) {
       if (!gemm_small(p, a.view, b.view, cfg)) gemm_no_heap(p, cfg);
       return;
@@ -381,7 +381,7 @@ void run_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const Side& a, 
   // B packed, A plain with its rows along K: the in-place-A path reads A where it is and
   // takes B through its packer, as the unpacked call would (column-major 64x3136x576 with
   // the weight packed: the driver, packing the activation, ran 0.73x the unpacked call).
-  if (!a.panels && in_place_a_serves(cfg, p, a.view) && gemm_in_place_a(p, a.view, cfg, threads)) return;
+  if (!a.panels && in_place_a_serves(cfg.paths, p, a.view) && gemm_in_place_a(p, a.view, cfg, threads)) return;
   gemm_packed(p, cfg, threads);
 }
 
