@@ -142,7 +142,7 @@ struct KernelInfo {
   }
   constexpr KernelInfo narrow(int n, gk_ukernel_fn fn) const {
     KernelInfo k = *this;
-    (k.narrower[0].fn ? k.narrower[1] : k.narrower[0]) = NarrowKernel{n, fn};
+    (k.narrower[0].nr ? k.narrower[1] : k.narrower[0]) = NarrowKernel{n, fn};
     return k;
   }
   constexpr KernelInfo blocking(int64_t mc, int64_t kc, int64_t nc) const {
@@ -168,7 +168,8 @@ struct KernelInfo {
   constexpr KernelInfo pointwise_kernel(int m, int n, gk_pointwise_fn fn, gk_pointwise_fn one_row) const {
     KernelInfo k = *this;
     int slot = 0;
-    while (slot < 2 && k.pointwise[slot].fn) ++slot;
+    while (slot < 2 && k.pointwise[slot].nr) ++slot;  // widths, not pointers: a symbol's
+                                                       // address is no constant under UBSan
     k.pointwise[slot] = Pointwise{m, n, fn, one_row};
     return k;
   }
