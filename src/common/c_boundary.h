@@ -2,9 +2,22 @@
 // caller"): every entry point runs its body through guard_c_boundary, which turns an
 // exception into a status and a gk_last_error message, in one place.
 #pragma once
+#include <cstring>
+
 #include "gemmkit.h"
 
 namespace gk {
+
+// The integer a caller stored in an enum field or argument. A C caller can pass any int;
+// loading an out-of-range value as the C++ enum type would be undefined, so values that
+// are not validated yet are read as their bytes.
+template <typename E>
+int raw_enum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized here");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 // The status for the exception being handled, its message set for gk_last_error:
 // GK_ERR_OUT_OF_MEMORY for std::bad_alloc, GK_ERR_INTERNAL for anything else. Call it

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/c_boundary.h"
 #include "gemm/gemm.h"
 #include "gemmkit.h"
 
@@ -29,16 +30,7 @@ struct Shape {
   bool adds_to_output() const { return d.flags & GK_CONV_FLAG_ADD_TO_OUTPUT; }
 };
 
-// The integer a caller stored in an enum field or argument. A C caller can pass any int;
-// loading an out-of-range value as the C++ enum type would be undefined, so values that
-// are not validated yet are read as their bytes.
-template <typename E>
-int raw_enum(const E& e) {
-  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized here");
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
+using gk::raw_enum;  // src/common/c_boundary.h
 
 // Checks every field; on failure sets the thread's last error and returns false.
 bool validate(const gk_conv_desc& d, Shape* shape);

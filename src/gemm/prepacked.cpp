@@ -299,12 +299,13 @@ Activation activation_of(gk_activation a) {
 bool internal_epilogue(const char* fn, const gk_epilogue* e, bool row_major, Epilogue* out) {
   *out = Epilogue{};
   if (!e) return true;
-  if (e->bias_mode != GK_BIAS_NONE && e->bias_mode != GK_BIAS_PER_ROW && e->bias_mode != GK_BIAS_PER_COLUMN) {
-    set_last_error("%s: epilogue->bias_mode %d is not a gk_bias_mode", fn, int(e->bias_mode));
+  const int bias_mode = raw_enum(e->bias_mode), activation = raw_enum(e->activation);
+  if (bias_mode != GK_BIAS_NONE && bias_mode != GK_BIAS_PER_ROW && bias_mode != GK_BIAS_PER_COLUMN) {
+    set_last_error("%s: epilogue->bias_mode %d is not a gk_bias_mode", fn, bias_mode);
     return false;
   }
-  if (e->activation != GK_ACT_NONE && e->activation != GK_ACT_RELU && e->activation != GK_ACT_RELU6) {
-    set_last_error("%s: epilogue->activation %d is not a gk_activation", fn, int(e->activation));
+  if (activation != GK_ACT_NONE && activation != GK_ACT_RELU && activation != GK_ACT_RELU6) {
+    set_last_error("%s: epilogue->activation %d is not a gk_activation", fn, activation);
     return false;
   }
   if (e->bias_mode != GK_BIAS_NONE && !e->bias) {
@@ -449,8 +450,8 @@ GK_EXPORT int64_t gk_sgemm_pack_get_size(gk_pack_operand which, int64_t m, int64
   const char* fn = "gk_sgemm_pack_get_size";
   int64_t bytes = -1;
   const gk_status s = gk::guard_c_boundary(fn, [&] {
-    if (which != GK_PACK_A && which != GK_PACK_B) {
-      gk::set_last_error("%s: which %d is not a gk_pack_operand", fn, int(which));
+    if (gk::raw_enum(which) != GK_PACK_A && gk::raw_enum(which) != GK_PACK_B) {
+      gk::set_last_error("%s: which %d is not a gk_pack_operand", fn, gk::raw_enum(which));
       return GK_ERR_INVALID_ARGUMENT;
     }
     if (m < 0 || n < 0 || k < 0) {
@@ -475,8 +476,8 @@ GK_EXPORT gk_status gk_sgemm_pack(CBLAS_ORDER order, gk_pack_operand which, CBLA
       set_last_error("%s: order %d is not a CBLAS_ORDER", fn, int(order));
       return GK_ERR_INVALID_ARGUMENT;
     }
-    if (which != GK_PACK_A && which != GK_PACK_B) {
-      set_last_error("%s: which %d is not a gk_pack_operand", fn, int(which));
+    if (raw_enum(which) != GK_PACK_A && raw_enum(which) != GK_PACK_B) {
+      set_last_error("%s: which %d is not a gk_pack_operand", fn, raw_enum(which));
       return GK_ERR_INVALID_ARGUMENT;
     }
     if (!valid_trans(trans)) {
