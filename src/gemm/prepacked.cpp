@@ -472,16 +472,16 @@ GK_EXPORT gk_status gk_sgemm_pack(CBLAS_ORDER order, gk_pack_operand which, CBLA
   const char* fn = "gk_sgemm_pack";
   return gk::guard_c_boundary(fn, [&] {
     using namespace gk;
-    if (order != CblasRowMajor && order != CblasColMajor) {
-      set_last_error("%s: order %d is not a CBLAS_ORDER", fn, int(order));
+    if (raw_enum(order) != CblasRowMajor && raw_enum(order) != CblasColMajor) {
+      set_last_error("%s: order %d is not a CBLAS_ORDER", fn, raw_enum(order));
       return GK_ERR_INVALID_ARGUMENT;
     }
     if (raw_enum(which) != GK_PACK_A && raw_enum(which) != GK_PACK_B) {
       set_last_error("%s: which %d is not a gk_pack_operand", fn, raw_enum(which));
       return GK_ERR_INVALID_ARGUMENT;
     }
-    if (!valid_trans(trans)) {
-      set_last_error("%s: trans %d is not a CBLAS_TRANSPOSE", fn, int(trans));
+    if (!valid_trans(raw_enum(trans))) {
+      set_last_error("%s: trans %d is not a CBLAS_TRANSPOSE", fn, raw_enum(trans));
       return GK_ERR_INVALID_ARGUMENT;
     }
     if (m < 0 || n < 0 || k < 0) {
@@ -560,8 +560,8 @@ GK_EXPORT gk_status gk_sgemm_compute(CBLAS_ORDER order, int transa, int transb, 
   const char* fn = "gk_sgemm_compute";
   return gk::guard_c_boundary(fn, [&] {
     using namespace gk;
-    if (order != CblasRowMajor && order != CblasColMajor) {
-      set_last_error("%s: order %d is not a CBLAS_ORDER", fn, int(order));
+    if (raw_enum(order) != CblasRowMajor && raw_enum(order) != CblasColMajor) {
+      set_last_error("%s: order %d is not a CBLAS_ORDER", fn, raw_enum(order));
       return GK_ERR_INVALID_ARGUMENT;
     }
     if (!valid_trans(transa) && transa != GK_PACKED) {
@@ -627,13 +627,13 @@ GK_EXPORT gk_status gk_sgemm_ex(CBLAS_ORDER order, CBLAS_TRANSPOSE transa, CBLAS
   const char* fn = "gk_sgemm_ex";
   return gk::guard_c_boundary(fn, [&] {
     using namespace gk;
-    if (order != CblasRowMajor && order != CblasColMajor) {
-      set_last_error("%s: order %d is not a CBLAS_ORDER", fn, int(order));
+    if (raw_enum(order) != CblasRowMajor && raw_enum(order) != CblasColMajor) {
+      set_last_error("%s: order %d is not a CBLAS_ORDER", fn, raw_enum(order));
       return GK_ERR_INVALID_ARGUMENT;
     }
-    if (!valid_trans(transa) || !valid_trans(transb)) {
-      set_last_error("%s: %s %d is not a CBLAS_TRANSPOSE", fn, valid_trans(transa) ? "transb" : "transa",
-                     int(valid_trans(transa) ? transb : transa));
+    if (!valid_trans(raw_enum(transa)) || !valid_trans(raw_enum(transb))) {
+      set_last_error("%s: %s %d is not a CBLAS_TRANSPOSE", fn, valid_trans(raw_enum(transa)) ? "transb" : "transa",
+                     valid_trans(raw_enum(transa)) ? raw_enum(transb) : raw_enum(transa));
       return GK_ERR_INVALID_ARGUMENT;
     }
     if (m < 0 || n < 0 || k < 0) {
