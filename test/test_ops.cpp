@@ -101,6 +101,15 @@ template <typename Bound>
   return ::testing::AssertionSuccess();
 }
 
+// Where want[i] is a zero, got[i] is the zero of the same sign (max pooling keeps the first
+// of equal values, as PyTorch's (v > max) does: -0 then 0 gives -0).
+::testing::AssertionResult same_zero_signs(const std::vector<float>& got, const std::vector<double>& want) {
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i)
+    if (want[i] == 0.0 && std::signbit(got[i]) != std::signbit(want[i]))
+      return ::testing::AssertionFailure() << "element " << i << " = " << got[i] << ", expected " << want[i];
+  return ::testing::AssertionSuccess();
+}
+
 // Sets the number of threads for a scope, then returns to the default.
 struct Threads {
   explicit Threads(int n) { gk_set_num_threads(n); }
@@ -205,8 +214,9 @@ void check_pool(const std::vector<float>& x, const gk_tensor_desc& s, const gk_p
     ASSERT_EQ(gk_pool2d(&in, &p, xl.data(), y.data()), GK_OK) << gk_last_error();
     EXPECT_STREQ(gk_last_error(), "");
     const std::vector<float> got = to_nchw(y, out);
-    if (p.kind == GK_POOL_MAX) {  // exact
+    if (p.kind == GK_POOL_MAX) {  // exact, the sign of a zero included
       ASSERT_TRUE(matches(got, ref.y, [](size_t) { return 0.0; }));
+      ASSERT_TRUE(same_zero_signs(got, ref.y));
     } else {
       ASSERT_TRUE(matches(got, ref.y, [&](size_t i) { return (ref.count[i] + 2) * double(FLT_EPSILON) * ref.mag[i]; }));
     }
@@ -312,6 +322,60 @@ TEST(Ops, PoolMaxPropagatesNaN) {
   x[size_t(4 * 6 * 20 + 3 * 20 + 17)] = kNaN;
   check_pool(x, s, pool_desc(GK_POOL_MAX, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0), all_layouts);
   check_pool(x, s, pool_desc(GK_POOL_MAX, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0), all_layouts);
+}
+
+// The pools whose max runs several output pixels side by side (blocked layouts with whole
+// vectors of lanes): 3x3 and 2x2 unrolled, other windows at run time, top and bottom rows
+// clipped by the padding.
+const std::vector<gk_pool_desc> kColumnBlockPools = {
+    pool_desc(GK_POOL_MAX, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0), pool_desc(GK_POOL_MAX, 2, 2, 2, 2, 0, 0, 0, 0, 1, 0),
+    pool_desc(GK_POOL_MAX, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0), pool_desc(GK_POOL_MAX, 3, 2, 1, 2, 1, 1, 0, 0, 1, 0),
+    pool_desc(GK_POOL_MAX, 4, 5, 3, 2, 2, 2, 1, 0, 1, 0)};
+
+// Output widths 1..17 and past: every count of whole columns (blocks of 4, the 2 and 1 left),
+// with 8, 16 and 24 channels (NHWC's lanes whole vectors: one, two, three at a time).
+TEST(Ops, PoolMaxColumnBlocksEveryWidth) {
+  for (int64_t c : {8, 16, 24})
+    for (int64_t w = 1; w <= 36; ++w) {
+      const gk_tensor_desc s = {1, c, 7, w, GK_LAYOUT_NCHW};
+      const std::vector<float> x = random_vector(nchw_floats(s), uint32_t(w), -2.0f, 2.0f);
+      for (const gk_pool_desc& p : kColumnBlockPools) {
+        if (w + p.pad_left + p.pad_right < p.kernel_w) continue;
+        check_pool(x, s, p, all_layouts);
+        if (HasFatalFailure()) return;
+      }
+    }
+}
+
+// A NaN at every input position in turn (its lane moving with it), with the window's other
+// values random: every position of every window of a row whose whole columns make a block of
+// 4, one of 2 and one of 1, and the clipped edges. The max chain and the NaN chain are apart:
+// a NaN early in a window must survive larger values after it.
+TEST(Ops, PoolMaxNaNInEveryWindowPosition) {
+  const gk_tensor_desc s = {1, 16, 5, 17, GK_LAYOUT_NCHW};
+  const std::vector<float> x = random_vector(nchw_floats(s), 21, -1.0f, 1.0f);
+  const std::vector<gk_layout> layouts = quick() ? std::vector<gk_layout>{GK_LAYOUT_NCHW8, GK_LAYOUT_NHWC}
+                                                 : all_layouts;
+  for (int64_t pos = 0; pos < s.h * s.w; ++pos) {
+    std::vector<float> xn = x;
+    xn[size_t((pos % s.c) * s.h * s.w + pos)] = kNaN;
+    SCOPED_TRACE(pos);
+    for (const gk_pool_desc& p : kColumnBlockPools) {
+      check_pool(xn, s, p, layouts);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// Zeros of both signs: max pooling keeps the first of equal values, in every layout.
+TEST(Ops, PoolMaxKeepsTheFirstOfEqualZeros) {
+  const gk_tensor_desc s = {1, 16, 6, 19, GK_LAYOUT_NCHW};
+  std::vector<float> x = random_vector(nchw_floats(s), 4, -1.0f, 1.0f);
+  for (float& v : x) v = v < 0 ? -0.0f : 0.0f;
+  for (const gk_pool_desc& p : kColumnBlockPools) {
+    check_pool(x, s, p, all_layouts);
+    if (HasFatalFailure()) return;
+  }
 }
 
 TEST(Ops, PoolOutputSizeCeilModeDropsWindowStartingInPadding) {
