@@ -7,18 +7,28 @@ set -euo pipefail
 gemm=$1 conv=$2 ops=$3 infer=$4 out=$5
 shift 5
 mkdir -p "$out"
-# Each measurement's console line goes to a log; the summary tables to the terminal.
+# Each measurement's console line goes to a log; the summary tables to the terminal: from
+# the line starting with `first` up to the one starting with `until` (or the end).
 run() {
-  local bin=$1 log=$2 first=$3
-  shift 3
+  local bin=$1 log=$2 first=$3 until=$4
+  shift 4
   "$bin" --out="$out" "$@" --benchmark_counters_tabular=true > "$out/$log" 2>&1 || {
     tail -n 30 "$out/$log"; exit 1; }
-  sed -n "/^$first/,\$p" "$out/$log"
+  awk -v first="$first" -v until="$until" \
+    'index($0, first) == 1 { on = 1 } on && until != "" && index($0, until) == 1 { exit } on' "$out/$log"
 }
-run "$gemm" gemm.log "# gemmkit vs OpenBLAS" "$@"
+run "$gemm" gemm.log "# gemmkit vs OpenBLAS" "" "$@"
 echo
-run "$conv" conv.log "# Convolution layers" "$@"
+run "$conv" conv.log "# Convolution layers" "" "$@"
 echo "per-layer convolution table: $out/conv.md"
+echo
+# Batch 8 against batch 1 (timed in the same rounds), ResNet-18 and MobileNetV2 only, one
+# thread, 3 rounds: about 3 minutes on the 2-vCPU Xeon (the layers at batch 8 take 8 times
+# as long).
+grep -E '^(net|resnet18|mobilenet_v2),' perf/networks.csv > "$out/batch8-layers.csv"
+run "$conv" conv-batch8.log "## Batch 8" "## Winograd" --batch=8 --threads=1 --rounds=3 \
+  --layers="$out/batch8-layers.csv" "$@"
+echo "per-layer convolution table at batch 8: $out/conv-batch8.md"
 echo
 "$ops" --out="$out" > "$out/ops.log" 2>&1 || { tail -n 30 "$out/ops.log"; exit 1; }
 cat "$out/ops.md"
