@@ -26,7 +26,7 @@ echo
 # thread, 3 rounds: about 3 minutes on the 2-vCPU Xeon (the layers at batch 8 take 8 times
 # as long).
 grep -E '^(net|resnet18|mobilenet_v2),' perf/networks.csv > "$out/batch8-layers.csv"
-run "$conv" conv-batch8.log "## Batch 8" "## Winograd" --batch=8 --threads=1 --rounds=3 \
+run "$conv" conv-batch8.log "## NHWC" "## Winograd" --batch=8 --threads=1 --rounds=3 \
   --layers="$out/batch8-layers.csv" "$@"
 echo "per-layer convolution table at batch 8: $out/conv-batch8.md"
 echo
