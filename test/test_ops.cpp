@@ -94,7 +94,8 @@ template <typename Bound>
   if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
   for (size_t i = 0; i < got.size(); ++i) {
     const bool nan_expected = std::isnan(want[i]);
-    if (nan_expected ? !std::isnan(got[i]) : !(std::fabs(double(got[i]) - want[i]) <= bound(i)))
+    const bool close = double(got[i]) == want[i] || std::fabs(double(got[i]) - want[i]) <= bound(i);  // inf == inf
+    if (nan_expected ? !std::isnan(got[i]) : !close)
       return ::testing::AssertionFailure() << "element " << i << " = " << got[i] << ", expected " << want[i]
                                            << " (bound " << bound(i) << ")";
   }
@@ -364,6 +365,21 @@ TEST(Ops, PoolMaxNaNInEveryWindowPosition) {
       check_pool(xn, s, p, layouts);
       if (HasFatalFailure()) return;
     }
+  }
+}
+
+// Infinities of both signs (their sums are NaN, which sends rows to the NaN path for
+// nothing) and windows all -inf: the max is still exact.
+TEST(Ops, PoolMaxInfinities) {
+  const gk_tensor_desc s = {1, 16, 6, 19, GK_LAYOUT_NCHW};
+  std::vector<float> x = random_vector(nchw_floats(s), 8, -1.0f, 1.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < x.size(); ++i)
+    if (i % 7 == 0) x[i] = i % 3 ? -inf : inf;
+  for (size_t i = 0; i < 4 * size_t(s.w); ++i) x[i] = -inf;  // channel 0's first rows
+  for (const gk_pool_desc& p : kColumnBlockPools) {
+    check_pool(x, s, p, all_layouts);
+    if (HasFatalFailure()) return;
   }
 }
 
