@@ -235,6 +235,47 @@ TEST(Conv, DepthwiseBothVectorizations) {
   }
 }
 
+// Depthwise on NHWC tensors runs where they are (no NCHW copies): channel counts from 1 to
+// 127 (partial last blocks, groups of blocks and more than one group), multipliers 1..3,
+// kernels from 1x1 to 17 rows tall (more input rows than the 16 an NCHW band keeps
+// pointers for), strides 1..3, dilation 1..2, paddings 0..3, planes taller than one band of
+// output rows (16), batch 1..5, 1 and 2 threads.
+TEST(Conv, DepthwiseOnNhwcInPlace) {
+  std::mt19937 rng(2207);
+  auto pick = [&](int lo, int hi) { return int64_t(lo + int(rng() % unsigned(hi - lo + 1))); };
+  const int64_t channels[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 24, 31, 33, 61, 127};
+  const int cases = gktest::quick() ? 15 : 45;
+  for (int i = 0; i < cases; ++i) {
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = i % 7 == 3 ? 5 : pick(1, 2);
+    d.in_channels = channels[i % 15], d.groups = d.in_channels;
+    d.out_channels = d.in_channels * (i % 4 == 3 ? pick(2, 3) : 1);
+    const int64_t sizes[][2] = {{3, 3}, {5, 5}, {1, 1}, {7, 1}, {17, 3}};
+    d.kernel_h = sizes[i % 5][0], d.kernel_w = sizes[i % 5][1];
+    d.stride_h = pick(1, 3), d.stride_w = pick(1, 3), d.dilation_h = pick(1, 2), d.dilation_w = pick(1, 2);
+    d.pad_top = pick(0, 3), d.pad_left = pick(0, 3), d.pad_bottom = pick(0, 3), d.pad_right = pick(0, 3);
+    d.in_height = pick(3, 40), d.in_width = pick(1, 30);
+    d.in_height = std::max(d.in_height, d.dilation_h * (d.kernel_h - 1) + 1);
+    d.in_width = std::max(d.in_width, d.dilation_w * (d.kernel_w - 1) + 1);
+    d.layout = GK_LAYOUT_NHWC;
+    d.activation = gk_activation(i % 3);
+    gk::conv::Shape shape;
+    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
+    const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2300 + i));
+    const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
+                                                                   c.with_bias ? c.bias.data() : nullptr, 0);
+    ASSERT_TRUE(prepared);
+    EXPECT_TRUE(prepared->native_layout(GK_LAYOUT_NHWC));
+    gk_set_num_threads(1 + i % 2);
+    gktest::check_conv_run(c, "depthwise NHWC " + gktest::describe(d), [&](const float* in, float* out) {
+      EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
+    });
+    gk_set_num_threads(0);
+    if (HasFailure()) return;
+  }
+}
+
 // Across channels, every output row width from 1 to 27 at strides 1 and 2, with and
 // without padding, 3x3 and 5x5 (their sizes compiled in; at stride 1 each input vector
 // loaded once per kernel row): the blocks of 8 columns, the blocks of exactly the 1..7
