@@ -11,8 +11,6 @@
 // Vector types only cross always-inline calls, so the ABI note about them does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -312,8 +310,7 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
     xp = packed;
     incx = vectors;
   }
-  parallel_region(threads, [&] {
-    const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+  parallel_parts(threads, [&](int tid, int nt) {
     for (int part = tid; part < threads; part += nt) {
       const RowRange r = gemv_part(rows, part, threads);
       if (dot_form) {
