@@ -167,6 +167,26 @@ TEST(Sgemm, MatrixVectorShapes) {
   });
 }
 
+// One row or column of C with few elements (the GEMV path's rows past its last whole
+// vector: halves of it, then single rows): every count from 1 to 40 (each tail of 16-, 8-
+// and 4-float vectors), K short of, at and past the direct columns (16) and odd, in every
+// layout and transpose by turns, beta 0 with C NaN.
+TEST(Sgemm, MatrixVectorShortRowsEveryTail) {
+  gktest::for_each_kernel([](const gk::KernelInfo&) {
+    gk_set_num_threads(1);
+    int pick = 0;
+    for (int64_t len = 1; len <= 40; ++len)
+      for (int64_t k : {1, 2, 7, 16, 17, 41, 100}) {
+        const bool rm = pick % 2 == 0, ta = pick / 2 % 2 == 1, tb = pick / 4 % 2 == 1;
+        const float beta = kBetas[pick / 3 % 3];
+        ++pick;
+        ASSERT_TRUE(run_case({1, len, k, rm, ta, tb, -1.5f, beta, int64_t(pick % 5 == 0 ? 3 : 0)}));
+        ASSERT_TRUE(run_case({len, 1, k, !rm, tb, ta, 1.0f, beta, 0}));
+      }
+    gk_set_num_threads(0);
+  });
+}
+
 // A GEMM with a few rows (or columns) against a matrix that outgrows L2 runs as that
 // matrix times R vectors (the GEMV path) when the matrix's columns are contiguous; the
 // other layouts take the packed paths. Every transpose and layout, R from 2 to

@@ -141,9 +141,86 @@ GK_INLINE void finish_vec(float alpha, const V& acc, float beta, float* y, int64
 // passes over R x rows floats of partial sums cost more than the products).
 constexpr int64_t kAxpyDirectColumns = 16;
 
+// Rows [i0, i1) of Y, whole vectors of V, for R vectors over columns [c0, cols), each
+// vector of rows adding its products to `sums` (the blocks' partial sums, c0 > 0) in
+// registers and writing Y. Below 4 vectors, even and odd columns go to two sets of sums:
+// one would be a chain of dependent FMAs, a column per FMA latency (1x10x41's 8 rows took
+// most of its time).
+template <typename V, int R>
+GK_INLINE void gemv_axpy_rows(int64_t i0, int64_t i1, int64_t c0, int64_t cols, float alpha, const float* m,
+                              int64_t cs, const float* xp, float beta, float* y0, int64_t incy, int64_t ldy,
+                              const float* sums, int64_t ld) {
+  constexpr int kSets = R < 4 ? 2 : 1;
+  for (int64_t i = i0; i < i1; i += lanes<V>()) {
+    V acc[kSets][R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      acc[0][r] = c0 > 0 ? load_vec<V>(sums + r * ld + i) : V{};
+      acc[kSets - 1][r] = kSets > 1 ? V{} : acc[0][r];
+    }
+    int64_t c = c0;
+    for (; c + kSets <= cols; c += kSets)
+#pragma GCC unroll 2
+      for (int s = 0; s < kSets; ++s) {
+        const V v = load_vec<V>(m + (c + s) * cs + i);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) acc[s][r] += v * xp[(c + s) * R + r];
+      }
+    if (c < cols) {
+      const V v = load_vec<V>(m + c * cs + i);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[0][r] += v * xp[c * R + r];
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V sum = kSets > 1 ? acc[0][r] + acc[kSets - 1][r] : acc[0][r];
+      finish_vec(alpha, sum, beta, y0 + i * incy + r * ldy, incy);
+    }
+  }
+}
+
+template <typename V> struct HalfVector;
+template <> struct HalfVector<v16> { using type = v8; };
+template <> struct HalfVector<v8> { using type = v4; };
+
+// Rows [i, rows), fewer than a vector of V, over all the columns: a vector of half the
+// width while one fits, then single rows (two chains each, even and odd columns), their
+// sums in registers. Through `sums` in memory each product waited on the store of the one
+// before: 1x10x41 (10 rows, no whole 16-float vector) ran at 0.08x OpenBLAS.
+template <typename V, int R>
+GK_INLINE void gemv_axpy_tail(int64_t i, int64_t rows, int64_t cols, float alpha, const float* m, int64_t cs,
+                              const float* xp, float beta, float* y0, int64_t incy, int64_t ldy) {
+  if constexpr (lanes<V>() > 4) {
+    using H = typename HalfVector<V>::type;
+    const int64_t whole = i + (rows - i) / lanes<H>() * lanes<H>();
+    gemv_axpy_rows<H, R>(i, whole, 0, cols, alpha, m, cs, xp, beta, y0, incy, ldy, nullptr, 0);
+    gemv_axpy_tail<H, R>(whole, rows, cols, alpha, m, cs, xp, beta, y0, incy, ldy);
+  } else {
+    for (; i < rows; ++i) {
+      float even[R] = {}, odd[R] = {};
+      int64_t c = 0;
+      for (; c + 2 <= cols; c += 2)
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          even[r] += m[c * cs + i] * xp[c * R + r];
+          odd[r] += m[(c + 1) * cs + i] * xp[(c + 1) * R + r];
+        }
+      if (c < cols)
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) even[r] += m[c * cs + i] * xp[c * R + r];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        float& out = y0[i * incy + r * ldy];
+        out = finish(alpha, even[r] + odd[r], beta, out);
+      }
+    }
+  }
+}
+
 // Rows [r0, r1) for R vectors; xp holds X packed by column, xp[j * R + r] = X(j, r), and
 // Y(i, r) = y[i * incy + r * ldy]. Whole blocks of kAxpyColumns go through `sums`; the
-// last pass adds the remaining columns and writes Y.
+// last pass adds the remaining columns and writes Y. The rows past the last whole vector
+// go their own way (gemv_axpy_tail).
 template <typename V, int R>
 GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                          int64_t cs, const float* xp, float beta, float* y, int64_t incy,
@@ -151,7 +228,7 @@ GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, cons
   constexpr int64_t kLanes = lanes<V>();
   constexpr int kCols = kAxpyColumns;
   const int64_t rows = r1 - r0, vec_rows = rows / kLanes * kLanes, ld = gemv_sums_ld(rows);
-  const int64_t blocked = cols > kAxpyDirectColumns ? cols / kCols * kCols : 0;
+  const int64_t blocked = cols > kAxpyDirectColumns && vec_rows > 0 ? cols / kCols * kCols : 0;
   m += r0;
   if (blocked) std::fill(sums, sums + R * ld, 0.0f);
   for (int64_t j = 0; j < blocked; j += kCols) {
@@ -178,30 +255,10 @@ GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, cons
         store_vec(s, load_vec<V>(s) + (even + odd));
       }
     }
-    for (int64_t i = vec_rows; i < rows; ++i)
-      for (int r = 0; r < R; ++r)
-        for (int c = 0; c < kCols; ++c) sums[r * ld + i] += col[c][i] * xs[r][c];
   }
   float* y0 = y + r0 * incy;
-  for (int64_t i = 0; i < vec_rows; i += kLanes) {
-    V acc[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r] = blocked ? load_vec<V>(sums + r * ld + i) : V{};
-    for (int64_t c = blocked; c < cols; ++c) {
-      const V v = load_vec<V>(m + c * cs + i);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r] += v * xp[c * R + r];
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) finish_vec(alpha, acc[r], beta, y0 + i * incy + r * ldy, incy);
-  }
-  for (int64_t i = vec_rows; i < rows; ++i)
-    for (int r = 0; r < R; ++r) {
-      float acc = blocked ? sums[r * ld + i] : 0.0f;
-      for (int64_t c = blocked; c < cols; ++c) acc += m[c * cs + i] * xp[c * R + r];
-      float& out = y0[i * incy + r * ldy];
-      out = finish(alpha, acc, beta, out);
-    }
+  gemv_axpy_rows<V, R>(0, vec_rows, blocked, cols, alpha, m, cs, xp, beta, y0, incy, ldy, sums, ld);
+  gemv_axpy_tail<V, R>(vec_rows, rows, cols, alpha, m, cs, xp, beta, y0, incy, ldy);
 }
 
 // Any strides: plain loops.
