@@ -343,8 +343,9 @@ bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a
 // i < rows, j < cols, r < vectors, where X is a cols x vectors view and Y(i, r) is
 // y[i * incy + r * ldy]. Up to kGemvMaxVectors vectors.
 constexpr int64_t kGemvMaxVectors = 16;
+// `simd`: the active kernel's level (its vector code runs that ISA's loops).
 bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
-          const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads);
+          const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads, SimdLevel simd);
 
 // The path sgemm_rowstored takes for a problem (PlainA / PlainB on views a and b), on how
 // many threads, and why (one sentence, static): chosen here only. NoHeap is never chosen:

@@ -314,9 +314,9 @@ struct GemvImpl {
   GemvDot dot;
   GemvAxpy axpy;
 };
-GemvImpl gemv_impl() {
+GemvImpl gemv_impl(SimdLevel simd) {
 #if defined(__x86_64__)
-  switch (active_config().kernel->simd) {
+  switch (simd) {
     case SimdLevel::Avx512: return {gemv_dot_avx512, gemv_axpy_avx512};
     case SimdLevel::Avx2: return {gemv_dot_avx2, gemv_axpy_avx2};
     case SimdLevel::Baseline: break;
@@ -334,17 +334,19 @@ struct RowRange {
   int64_t r0, r1;
 };
 RowRange gemv_part(int64_t rows, int part, int parts) {
+  if (parts == 1) return {0, rows};  // (the divisions were a tenth of a 1x10x41 call)
   const int64_t units = (rows + 127) / 128;
   return {std::min(rows, units * part / parts * 128), std::min(rows, units * (part + 1) / parts * 128)};
 }
 int64_t gemv_longest_part(int64_t rows, int parts) {
+  if (parts == 1) return rows;
   return std::min(rows, ((rows + 127) / 128 + parts - 1) / parts * 128);
 }
 }  // namespace
 
 bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
-          const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads) {
-  const GemvImpl impl = gemv_impl();
+          const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads, SimdLevel simd) {
+  const GemvImpl impl = gemv_impl(simd);
   const bool dot_form = vectors == 1 && mat.cs == 1 && mat.rs != 1;
   const bool axpy_form = mat.rs == 1;
   // The dot form needs x contiguous, the axpy form X packed by column (xp[j * vectors + r]):
