@@ -147,6 +147,9 @@ struct PathLimits {
   int64_t narrow_max_columns = 0;     // tiny-narrow: one block of columns
   int64_t narrow_max_b_bytes = 0;     // tiny-narrow: B stays in half of L2
   int64_t gemv_min_matrix_bytes = 0;  // GEMV of several vectors: the matrix is past L2
+  int64_t dot_max_vectors = 0;        // dot products: at most this many rows or columns of C,
+  int64_t dot_min_k = 0;              // K at least this,
+  int64_t dot_max_matrix_bytes = 0;   // and the other operand within L1
   bool in_place_a_kernels = false;    // pointwise kernels that can read A in place
   int64_t in_place_a_min_columns = 0; // below, the packed path wins (AVX-512's 8-wide kernel)
   int64_t in_place_a_max_staged = 0;  // floats of the staged C'

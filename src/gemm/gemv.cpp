@@ -2,7 +2,9 @@
 // batch 1 is 1000x1x512), or a few against a large matrix. Memory-bound, so the work is to
 // stream the matrix once at full width. Two shapes of loop, by which dimension of the
 // matrix is contiguous:
-//   dot form  (rows contiguous):    y[i] = <M[i, :], x>, four rows per pass;
+//   dot form  (rows contiguous):    y[i] = <M[i, :], x>, four rows per pass (several
+//                                   vectors, each contiguous, one after another: a
+//                                   few rows or columns of a row-major NT product);
 //   axpy form (columns contiguous): Y[:, r] += M[:, j] X[j, r], columns streamed down
 //                                   their rows, each loaded vector serving all R vectors.
 // The loops are written once with GCC vector types and compiled per ISA (AVX-512,
@@ -54,6 +56,28 @@ GK_INLINE float hsum(const v16& v) {
   return hsum(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
               __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
 }
+template <typename V> struct HalfVector;
+template <> struct HalfVector<v16> { using type = v8; };
+template <> struct HalfVector<v8> { using type = v4; };
+
+// The sum of row[t] * x[t] for t in [j, cols), fewer than a vector of V: a vector of half
+// the width while one fits, then single floats (a chain of up to 15 scalar products per
+// row took a quarter of 2x6x492 NT).
+template <typename V>
+GK_INLINE float dot_tail(const float* row, const float* x, int64_t j, int64_t cols) {
+  float s = 0.0f;
+  if constexpr (lanes<V>() > 4) {
+    using H = typename HalfVector<V>::type;
+    if (j + lanes<H>() <= cols) {
+      s = hsum(load_vec<H>(row + j) * load_vec<H>(x + j));
+      j += lanes<H>();
+    }
+    return s + dot_tail<H>(row, x, j, cols);
+  }
+  for (; j < cols; ++j) s += row[j] * x[j];
+  return s;
+}
+
 GK_INLINE float finish(float alpha, float acc, float beta, float y) {
   return beta == 0.0f ? alpha * acc : alpha * acc + beta * y;
 }
@@ -89,18 +113,23 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
     for (int r = 0; r < 4; ++r) {
       // Rows shorter than a vector (1x1231x3 with B transposed ran at 0.5x OpenBLAS) skip
       // the vector sums altogether.
-      float s = j > 0 ? hsum(lo[r] + hi[r]) : 0.0f;
-      for (int64_t t = j; t < cols; ++t) s += row[r][t] * x[t];
+      const float s = (j > 0 ? hsum(lo[r] + hi[r]) : 0.0f) + dot_tail<V>(row[r], x, j, cols);
       y[(i + r) * incy] = finish(alpha, s, beta, y[(i + r) * incy]);
     }
   }
-  for (; i < r1; ++i) {
+  for (; i < r1; ++i) {  // two chains here too: one would wait an FMA latency per vector
     const float* row = m + i * rs;
-    V acc = {};
+    V lo = {}, hi = {};
     int64_t j = 0;
-    for (; j + kLanes <= cols; j += kLanes) acc += load_vec<V>(row + j) * load_vec<V>(x + j);
-    float s = j > 0 ? hsum(acc) : 0.0f;
-    for (; j < cols; ++j) s += row[j] * x[j];
+    for (; j + kStep <= cols; j += kStep) {
+      lo += load_vec<V>(row + j) * load_vec<V>(x + j);
+      hi += load_vec<V>(row + j + kLanes) * load_vec<V>(x + j + kLanes);
+    }
+    if (j + kLanes <= cols) {
+      lo += load_vec<V>(row + j) * load_vec<V>(x + j);
+      j += kLanes;
+    }
+    const float s = (j > 0 ? hsum(lo + hi) : 0.0f) + dot_tail<V>(row, x, j, cols);
     y[i * incy] = finish(alpha, s, beta, y[i * incy]);
   }
 }
@@ -178,10 +207,6 @@ GK_INLINE void gemv_axpy_rows(int64_t i0, int64_t i1, int64_t c0, int64_t cols, 
     }
   }
 }
-
-template <typename V> struct HalfVector;
-template <> struct HalfVector<v16> { using type = v8; };
-template <> struct HalfVector<v8> { using type = v4; };
 
 // Rows [i, rows), fewer than a vector of V, over all the columns: a vector of half the
 // width while one fits, then single rows (two chains each, even and odd columns), their
@@ -347,10 +372,11 @@ int64_t gemv_longest_part(int64_t rows, int parts) {
 bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
           const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads, SimdLevel simd) {
   const GemvImpl impl = gemv_impl(simd);
-  const bool dot_form = vectors == 1 && mat.cs == 1 && mat.rs != 1;
+  // The dot form needs each vector contiguous (several must be so: choose_gemm_path sees to
+  // it), the axpy form X packed by column (xp[j * vectors + r]): one vector, or the axpy
+  // form's X, is gathered once here when it is not already so (cols x vectors floats).
+  const bool dot_form = mat.cs == 1 && mat.rs != 1 && (vectors == 1 || x.rs == 1);
   const bool axpy_form = mat.rs == 1;
-  // The dot form needs x contiguous, the axpy form X packed by column (xp[j * vectors + r]):
-  // either is gathered once here when it is not already so (cols x vectors floats).
   const float* xp = x.p;
   int64_t incx = x.rs;
   const bool gather = (dot_form && incx != 1) || (axpy_form && !(x.rs == vectors && (x.cs == 1 || vectors == 1)));
@@ -373,7 +399,8 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
     for (int part = tid; part < threads; part += nt) {
       const RowRange r = gemv_part(rows, part, threads);
       if (dot_form) {
-        impl.dot(r.r0, r.r1, cols, alpha, mat.p, mat.rs, xp, beta, y, incy);
+        for (int64_t v = 0; v < vectors; ++v)
+          impl.dot(r.r0, r.r1, cols, alpha, mat.p, mat.rs, xp + v * x.cs, beta, y + v * ldy, incy);
       } else if (axpy_form) {
         impl.axpy(vectors, r.r0, r.r1, cols, alpha, mat.p, mat.cs, xp, beta, y, incy, ldy, sums.part(tid));
       } else {
