@@ -328,7 +328,8 @@ TEST(ReliabilityCBoundary, DefaultCblasXerblaPrintsTheCallersNumbers) {
   EXPECT_EQ(count_of(r.output, "Parameter 9 to routine cblas_sgemm was incorrect"), 1) << r.output;
 }
 
-// A steady-state call allocates nothing, on every path, 1 and 2 threads: counted by an
+// A steady-state call allocates nothing, on every path, 1 and 2 threads, a batch on 2
+// threads and calls from each thread of a user's parallel region included: counted by an
 // interposed malloc / calloc / realloc / posix_memalign / aligned_alloc / memalign /
 // operator new in a program of its own (test/programs/counting_allocator.h; under
 // AddressSanitizer it passes the allocations on to ASan's allocator).

@@ -167,6 +167,57 @@ TEST(Sgemm, MatrixVectorShapes) {
   });
 }
 
+// One row or column of C with few elements (the GEMV path's rows past its last whole
+// vector: halves of it, then single rows): every count from 1 to 40 (each tail of 16-, 8-
+// and 4-float vectors), K short of, at and past the direct columns (16) and odd, in every
+// layout and transpose by turns, beta 0 with C NaN.
+TEST(Sgemm, MatrixVectorShortRowsEveryTail) {
+  gktest::for_each_kernel([](const gk::KernelInfo&) {
+    gk_set_num_threads(1);
+    int pick = 0;
+    for (int64_t len = 1; len <= 40; ++len)
+      for (int64_t k : {1, 2, 7, 16, 17, 41, 100}) {
+        const bool rm = pick % 2 == 0, ta = pick / 2 % 2 == 1, tb = pick / 4 % 2 == 1;
+        const float beta = kBetas[pick / 3 % 3];
+        ++pick;
+        ASSERT_TRUE(run_case({1, len, k, rm, ta, tb, -1.5f, beta, int64_t(pick % 5 == 0 ? 3 : 0)}));
+        ASSERT_TRUE(run_case({len, 1, k, !rm, tb, ta, 1.0f, beta, 0}));
+      }
+    gk_set_num_threads(0);
+  });
+}
+
+// At most 4 rows or columns of C with A's rows and B's columns contiguous along K (row-major
+// NT, column-major TN): dot products on the GEMV path, the larger operand as its matrix.
+// Both orientations, 1-4 vectors, rows around the dot form's 4-row passes, K from its
+// threshold through every tail of 16-, 8- and 4-float vectors, padded leading dimensions,
+// alpha (not 0: a quick return) and beta by turns (beta 0 with C NaN); the path is
+// asserted where the matrix fits L1.
+TEST(Sgemm, DotProductsEveryEdge) {
+  const int64_t l1 = gk::caches().l1d;
+  gktest::for_each_kernel([&](const gk::KernelInfo&) {
+    gk_set_num_threads(1);
+    int pick = 0;
+    for (int64_t vectors = 1; vectors <= 4; ++vectors)
+      for (int64_t rows : {2, 3, 4, 5, 7, 8, 9, 13, 33})
+        for (int64_t k : {32, 33, 39, 44, 47, 63, 64, 95, 100}) {
+          const bool wide = pick % 2 == 0, rm = pick / 2 % 2 == 0;
+          const int64_t m = wide ? vectors : rows, n = wide ? rows : vectors;
+          const float alpha = kAlphas[1 + pick % 2], beta = kBetas[pick / 2 % 3];
+          const int64_t extra = pick % 4 == 1 ? 3 : 0;
+          ++pick;
+          // Row-major NT and column-major TN are the same row-stored problem.
+          ASSERT_TRUE(run_case({m, n, k, rm, /*ta=*/!rm, /*tb=*/rm, alpha, beta, extra}));
+          if (std::min(m, n) >= 2 && std::max(m, n) * k * 4 <= l1) {
+            const gk::GemmPath ran = gk::last_gemm_path();
+            EXPECT_TRUE(ran == gk::GemmPath::GemvRows || ran == gk::GemmPath::GemvColumns)
+                << m << "x" << n << "x" << k << " ran " << gk::path_name(ran);
+          }
+        }
+    gk_set_num_threads(0);
+  });
+}
+
 // A GEMM with a few rows (or columns) against a matrix that outgrows L2 runs as that
 // matrix times R vectors (the GEMV path) when the matrix's columns are contiguous; the
 // other layouts take the packed paths. Every transpose and layout, R from 2 to
@@ -235,8 +286,9 @@ TEST(Driver, TinyBlockingManyBlocksWithEpilogue) {
 // row-major A (B plain or transposed) and column-major with B's rows as the inner A; ld
 // padding, alpha/beta with NaN C, 1 and 2 threads, each kernel. Where the kernel has
 // pointwise kernels (with AVX-512, past 8 columns) every case runs the path but those
-// small enough for the tiny or small path, which choose_gemm_path tries first, and every
-// M x N runs it with some K; elsewhere none does.
+// small enough for the tiny or small path, or for dot products (row-major NT, few columns,
+// A within L1), which choose_gemm_path tries first, and every M x N runs it with some K;
+// elsewhere none does.
 TEST(Sgemm, InPlaceAEveryRowAndColumnEdge) {
   const std::vector<int64_t> columns =
       gktest::quick() ? std::vector<int64_t>{2, 9, 25, 49} : std::vector<int64_t>{2, 8, 9, 16, 17, 24, 25, 32, 33, 40, 49, 57, 72, 100, 256};
@@ -259,8 +311,11 @@ TEST(Sgemm, InPlaceAEveryRowAndColumnEdge) {
           ASSERT_TRUE(run_case(c, /*fortran=*/!rm && pick % 4 == 1));
           const gk::GemmPath ran = gk::last_gemm_path();
           const bool small_path = (ran == gk::GemmPath::Tiny || ran == gk::GemmPath::Small) && double(m) * n * k <= small;
+          const gk::PathLimits& l = cfg.paths;
+          const bool dots = ran == gk::GemmPath::GemvColumns && rm && tb && n <= l.dot_max_vectors &&
+                            k >= l.dot_min_k && m * k * 4 <= l.dot_max_matrix_bytes;
           ran_in_place |= ran == gk::GemmPath::InPlaceA;
-          EXPECT_TRUE(expected ? ran == gk::GemmPath::InPlaceA || small_path : ran != gk::GemmPath::InPlaceA)
+          EXPECT_TRUE(expected ? ran == gk::GemmPath::InPlaceA || small_path || dots : ran != gk::GemmPath::InPlaceA)
               << describe(c) << " ran " << gk::path_name(ran);
         }
         const bool expected = cfg.paths.in_place_a_kernels && !(ker.simd == gk::SimdLevel::Avx512 && n <= 8);

@@ -288,6 +288,9 @@ void note_parallel_region() {
 }
 
 int threads_for(double flops, double flops_per_extra_thread) {
+  // Under two threads' worth of work the answer is 1 whatever the setting: a tiny product
+  // skips the checks (omp_in_parallel is a call into libgomp).
+  if (flops < 2.0 * flops_per_extra_thread) return 1;
   int n = max_threads();
   if (n <= 1 || omp_in_parallel() || in_forked_child_serial_mode()) return 1;
   double useful = flops / flops_per_extra_thread;

@@ -93,4 +93,19 @@ void parallel_region(int threads, const Body& body) {
   body();
 }
 
+// The same for a body that takes its part as arguments, body(tid, nt), and shares no work
+// through OpenMP (no worksharing; a barrier only when nt > 1): with threads <= 1 it is
+// body(0, 1) on the calling thread even inside a parallel region (a batch's team, a
+// user's), where a nested one-thread team would cost a libgomp allocation per call.
+template <typename Body>
+void parallel_parts(int threads, const Body& body) {
+  if (threads <= 1) {
+    body(0, 1);
+    return;
+  }
+  note_parallel_region();
+#pragma omp parallel num_threads(threads)
+  body(omp_get_thread_num(), omp_get_num_threads());
+}
+
 }  // namespace gk

@@ -13,8 +13,6 @@
 // (gemm_packed_b_per_panel). The calling thread takes every buffer (a part per thread)
 // before the work is split, or is given them by its caller; without them the product runs
 // on gemm_no_heap.
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -145,8 +143,7 @@ bool gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
   if ((a_floats && !a_blocks.parts) || !b_passes.parts)
     return workspace_unavailable("the packing buffers", threads * (a_floats + sizes.b_floats));
   const ColumnPanels panels(ker, p.n);
-  parallel_region(threads, [&] {
-    const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+  parallel_parts(threads, [&](int tid, int nt) {
     float* a_block = a_floats ? a_blocks.part(tid) : nullptr;
     float* b_panels = b_passes.part(tid);
     APanels a_panels;
@@ -211,9 +208,15 @@ bool gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
   if (!b_block || (a_floats && !a_blocks.parts))
     return workspace_unavailable("the packed blocks", sizes.b_floats + threads * a_floats);
 
-  parallel_region(threads, [&] {
-    const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+  parallel_parts(threads, [&](int tid, int nt) {
     float* a_block = a_floats ? a_blocks.part(tid) : nullptr;
+    // Alone (nt == 1, maybe on a thread of someone else's team) no barrier is needed, and
+    // one would bind to that team.
+    auto barrier = [nt] {
+      if (nt > 1) {
+#pragma omp barrier
+      }
+    };
 
     for_each_balanced_block(p.n, cfg.nc, nr, [&](int64_t jc, int64_t nc) {
       const int64_t panels = ceil_div(nc, nr), row_tiles = ceil_div(p.m, mr);
@@ -229,7 +232,7 @@ bool gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
           p.b->pack_panels(pc, kc, jc + q * nr,
                            std::min(std::min(packed_by_me.end - q, kPanelsPackedTogether) * nr, nc - q * nr), nr,
                            b_block + q * kc * nr);
-#pragma omp barrier
+        barrier();
         for_each_balanced_block(rows.end - rows.begin, cfg.mc, mr, [&](int64_t off, int64_t mc) {
           const int64_t ic = rows.begin + off;
           const APanels a_panels = pack_a_block(p, mr, ic, mc, pc, kc, a_block);
@@ -245,7 +248,7 @@ bool gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
                              beta, last_k, a_panels, b_block + q * kc * nr, next);
           }
         });
-#pragma omp barrier
+        barrier();
       });
     });
   });

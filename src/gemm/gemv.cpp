@@ -2,7 +2,9 @@
 // batch 1 is 1000x1x512), or a few against a large matrix. Memory-bound, so the work is to
 // stream the matrix once at full width. Two shapes of loop, by which dimension of the
 // matrix is contiguous:
-//   dot form  (rows contiguous):    y[i] = <M[i, :], x>, four rows per pass;
+//   dot form  (rows contiguous):    y[i] = <M[i, :], x>, four rows per pass (several
+//                                   vectors, each contiguous, one after another: a
+//                                   few rows or columns of a row-major NT product);
 //   axpy form (columns contiguous): Y[:, r] += M[:, j] X[j, r], columns streamed down
 //                                   their rows, each loaded vector serving all R vectors.
 // The loops are written once with GCC vector types and compiled per ISA (AVX-512,
@@ -10,8 +12,6 @@
 // GEMMKIT_KERNEL also selects the GEMV code under test.
 // Vector types only cross always-inline calls, so the ABI note about them does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -56,6 +56,28 @@ GK_INLINE float hsum(const v16& v) {
   return hsum(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
               __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
 }
+template <typename V> struct HalfVector;
+template <> struct HalfVector<v16> { using type = v8; };
+template <> struct HalfVector<v8> { using type = v4; };
+
+// The sum of row[t] * x[t] for t in [j, cols), fewer than a vector of V: a vector of half
+// the width while one fits, then single floats (a chain of up to 15 scalar products per
+// row took a quarter of 2x6x492 NT).
+template <typename V>
+GK_INLINE float dot_tail(const float* row, const float* x, int64_t j, int64_t cols) {
+  float s = 0.0f;
+  if constexpr (lanes<V>() > 4) {
+    using H = typename HalfVector<V>::type;
+    if (j + lanes<H>() <= cols) {
+      s = hsum(load_vec<H>(row + j) * load_vec<H>(x + j));
+      j += lanes<H>();
+    }
+    return s + dot_tail<H>(row, x, j, cols);
+  }
+  for (; j < cols; ++j) s += row[j] * x[j];
+  return s;
+}
+
 GK_INLINE float finish(float alpha, float acc, float beta, float y) {
   return beta == 0.0f ? alpha * acc : alpha * acc + beta * y;
 }
@@ -91,18 +113,23 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
     for (int r = 0; r < 4; ++r) {
       // Rows shorter than a vector (1x1231x3 with B transposed ran at 0.5x OpenBLAS) skip
       // the vector sums altogether.
-      float s = j > 0 ? hsum(lo[r] + hi[r]) : 0.0f;
-      for (int64_t t = j; t < cols; ++t) s += row[r][t] * x[t];
+      const float s = (j > 0 ? hsum(lo[r] + hi[r]) : 0.0f) + dot_tail<V>(row[r], x, j, cols);
       y[(i + r) * incy] = finish(alpha, s, beta, y[(i + r) * incy]);
     }
   }
-  for (; i < r1; ++i) {
+  for (; i < r1; ++i) {  // two chains here too: one would wait an FMA latency per vector
     const float* row = m + i * rs;
-    V acc = {};
+    V lo = {}, hi = {};
     int64_t j = 0;
-    for (; j + kLanes <= cols; j += kLanes) acc += load_vec<V>(row + j) * load_vec<V>(x + j);
-    float s = j > 0 ? hsum(acc) : 0.0f;
-    for (; j < cols; ++j) s += row[j] * x[j];
+    for (; j + kStep <= cols; j += kStep) {
+      lo += load_vec<V>(row + j) * load_vec<V>(x + j);
+      hi += load_vec<V>(row + j + kLanes) * load_vec<V>(x + j + kLanes);
+    }
+    if (j + kLanes <= cols) {
+      lo += load_vec<V>(row + j) * load_vec<V>(x + j);
+      j += kLanes;
+    }
+    const float s = (j > 0 ? hsum(lo + hi) : 0.0f) + dot_tail<V>(row, x, j, cols);
     y[i * incy] = finish(alpha, s, beta, y[i * incy]);
   }
 }
@@ -143,9 +170,82 @@ GK_INLINE void finish_vec(float alpha, const V& acc, float beta, float* y, int64
 // passes over R x rows floats of partial sums cost more than the products).
 constexpr int64_t kAxpyDirectColumns = 16;
 
+// Rows [i0, i1) of Y, whole vectors of V, for R vectors over columns [c0, cols), each
+// vector of rows adding its products to `sums` (the blocks' partial sums, c0 > 0) in
+// registers and writing Y. Below 4 vectors, even and odd columns go to two sets of sums:
+// one would be a chain of dependent FMAs, a column per FMA latency (1x10x41's 8 rows took
+// most of its time).
+template <typename V, int R>
+GK_INLINE void gemv_axpy_rows(int64_t i0, int64_t i1, int64_t c0, int64_t cols, float alpha, const float* m,
+                              int64_t cs, const float* xp, float beta, float* y0, int64_t incy, int64_t ldy,
+                              const float* sums, int64_t ld) {
+  constexpr int kSets = R < 4 ? 2 : 1;
+  for (int64_t i = i0; i < i1; i += lanes<V>()) {
+    V acc[kSets][R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      acc[0][r] = c0 > 0 ? load_vec<V>(sums + r * ld + i) : V{};
+      acc[kSets - 1][r] = kSets > 1 ? V{} : acc[0][r];
+    }
+    int64_t c = c0;
+    for (; c + kSets <= cols; c += kSets)
+#pragma GCC unroll 2
+      for (int s = 0; s < kSets; ++s) {
+        const V v = load_vec<V>(m + (c + s) * cs + i);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) acc[s][r] += v * xp[(c + s) * R + r];
+      }
+    if (c < cols) {
+      const V v = load_vec<V>(m + c * cs + i);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[0][r] += v * xp[c * R + r];
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V sum = kSets > 1 ? acc[0][r] + acc[kSets - 1][r] : acc[0][r];
+      finish_vec(alpha, sum, beta, y0 + i * incy + r * ldy, incy);
+    }
+  }
+}
+
+// Rows [i, rows), fewer than a vector of V, over all the columns: a vector of half the
+// width while one fits, then single rows (two chains each, even and odd columns), their
+// sums in registers. Through `sums` in memory each product waited on the store of the one
+// before: 1x10x41 (10 rows, no whole 16-float vector) ran at 0.08x OpenBLAS.
+template <typename V, int R>
+GK_INLINE void gemv_axpy_tail(int64_t i, int64_t rows, int64_t cols, float alpha, const float* m, int64_t cs,
+                              const float* xp, float beta, float* y0, int64_t incy, int64_t ldy) {
+  if constexpr (lanes<V>() > 4) {
+    using H = typename HalfVector<V>::type;
+    const int64_t whole = i + (rows - i) / lanes<H>() * lanes<H>();
+    gemv_axpy_rows<H, R>(i, whole, 0, cols, alpha, m, cs, xp, beta, y0, incy, ldy, nullptr, 0);
+    gemv_axpy_tail<H, R>(whole, rows, cols, alpha, m, cs, xp, beta, y0, incy, ldy);
+  } else {
+    for (; i < rows; ++i) {
+      float even[R] = {}, odd[R] = {};
+      int64_t c = 0;
+      for (; c + 2 <= cols; c += 2)
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          even[r] += m[c * cs + i] * xp[c * R + r];
+          odd[r] += m[(c + 1) * cs + i] * xp[(c + 1) * R + r];
+        }
+      if (c < cols)
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) even[r] += m[c * cs + i] * xp[c * R + r];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        float& out = y0[i * incy + r * ldy];
+        out = finish(alpha, even[r] + odd[r], beta, out);
+      }
+    }
+  }
+}
+
 // Rows [r0, r1) for R vectors; xp holds X packed by column, xp[j * R + r] = X(j, r), and
 // Y(i, r) = y[i * incy + r * ldy]. Whole blocks of kAxpyColumns go through `sums`; the
-// last pass adds the remaining columns and writes Y.
+// last pass adds the remaining columns and writes Y. The rows past the last whole vector
+// go their own way (gemv_axpy_tail).
 template <typename V, int R>
 GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                          int64_t cs, const float* xp, float beta, float* y, int64_t incy,
@@ -153,7 +253,7 @@ GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, cons
   constexpr int64_t kLanes = lanes<V>();
   constexpr int kCols = kAxpyColumns;
   const int64_t rows = r1 - r0, vec_rows = rows / kLanes * kLanes, ld = gemv_sums_ld(rows);
-  const int64_t blocked = cols > kAxpyDirectColumns ? cols / kCols * kCols : 0;
+  const int64_t blocked = cols > kAxpyDirectColumns && vec_rows > 0 ? cols / kCols * kCols : 0;
   m += r0;
   if (blocked) std::fill(sums, sums + R * ld, 0.0f);
   for (int64_t j = 0; j < blocked; j += kCols) {
@@ -180,30 +280,10 @@ GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, cons
         store_vec(s, load_vec<V>(s) + (even + odd));
       }
     }
-    for (int64_t i = vec_rows; i < rows; ++i)
-      for (int r = 0; r < R; ++r)
-        for (int c = 0; c < kCols; ++c) sums[r * ld + i] += col[c][i] * xs[r][c];
   }
   float* y0 = y + r0 * incy;
-  for (int64_t i = 0; i < vec_rows; i += kLanes) {
-    V acc[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r] = blocked ? load_vec<V>(sums + r * ld + i) : V{};
-    for (int64_t c = blocked; c < cols; ++c) {
-      const V v = load_vec<V>(m + c * cs + i);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r] += v * xp[c * R + r];
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) finish_vec(alpha, acc[r], beta, y0 + i * incy + r * ldy, incy);
-  }
-  for (int64_t i = vec_rows; i < rows; ++i)
-    for (int r = 0; r < R; ++r) {
-      float acc = blocked ? sums[r * ld + i] : 0.0f;
-      for (int64_t c = blocked; c < cols; ++c) acc += m[c * cs + i] * xp[c * R + r];
-      float& out = y0[i * incy + r * ldy];
-      out = finish(alpha, acc, beta, out);
-    }
+  gemv_axpy_rows<V, R>(0, vec_rows, blocked, cols, alpha, m, cs, xp, beta, y0, incy, ldy, sums, ld);
+  gemv_axpy_tail<V, R>(vec_rows, rows, cols, alpha, m, cs, xp, beta, y0, incy, ldy);
 }
 
 // Any strides: plain loops.
@@ -259,9 +339,9 @@ struct GemvImpl {
   GemvDot dot;
   GemvAxpy axpy;
 };
-GemvImpl gemv_impl() {
+GemvImpl gemv_impl(SimdLevel simd) {
 #if defined(__x86_64__)
-  switch (active_config().kernel->simd) {
+  switch (simd) {
     case SimdLevel::Avx512: return {gemv_dot_avx512, gemv_axpy_avx512};
     case SimdLevel::Avx2: return {gemv_dot_avx2, gemv_axpy_avx2};
     case SimdLevel::Baseline: break;
@@ -279,21 +359,24 @@ struct RowRange {
   int64_t r0, r1;
 };
 RowRange gemv_part(int64_t rows, int part, int parts) {
+  if (parts == 1) return {0, rows};  // (the divisions were a tenth of a 1x10x41 call)
   const int64_t units = (rows + 127) / 128;
   return {std::min(rows, units * part / parts * 128), std::min(rows, units * (part + 1) / parts * 128)};
 }
 int64_t gemv_longest_part(int64_t rows, int parts) {
+  if (parts == 1) return rows;
   return std::min(rows, ((rows + 127) / 128 + parts - 1) / parts * 128);
 }
 }  // namespace
 
 bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
-          const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads) {
-  const GemvImpl impl = gemv_impl();
-  const bool dot_form = vectors == 1 && mat.cs == 1 && mat.rs != 1;
+          const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads, SimdLevel simd) {
+  const GemvImpl impl = gemv_impl(simd);
+  // The dot form needs each vector contiguous (several must be so: choose_gemm_path sees to
+  // it), the axpy form X packed by column (xp[j * vectors + r]): one vector, or the axpy
+  // form's X, is gathered once here when it is not already so (cols x vectors floats).
+  const bool dot_form = mat.cs == 1 && mat.rs != 1 && (vectors == 1 || x.rs == 1);
   const bool axpy_form = mat.rs == 1;
-  // The dot form needs x contiguous, the axpy form X packed by column (xp[j * vectors + r]):
-  // either is gathered once here when it is not already so (cols x vectors floats).
   const float* xp = x.p;
   int64_t incx = x.rs;
   const bool gather = (dot_form && incx != 1) || (axpy_form && !(x.rs == vectors && (x.cs == 1 || vectors == 1)));
@@ -312,12 +395,12 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
     xp = packed;
     incx = vectors;
   }
-  parallel_region(threads, [&] {
-    const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+  parallel_parts(threads, [&](int tid, int nt) {
     for (int part = tid; part < threads; part += nt) {
       const RowRange r = gemv_part(rows, part, threads);
       if (dot_form) {
-        impl.dot(r.r0, r.r1, cols, alpha, mat.p, mat.rs, xp, beta, y, incy);
+        for (int64_t v = 0; v < vectors; ++v)
+          impl.dot(r.r0, r.r1, cols, alpha, mat.p, mat.rs, xp + v * x.cs, beta, y + v * ldy, incy);
       } else if (axpy_form) {
         impl.axpy(vectors, r.r0, r.r1, cols, alpha, mat.p, mat.cs, xp, beta, y, incy, ldy, sums.part(tid));
       } else {

@@ -11,8 +11,6 @@
 // Loops as Goto's (K blocks, MC row chunks whose A rows stay in L2, a B panel per kernel
 // call over the chunk's tiles); threads take whole row ranges and pack their own B block
 // (K x N is small next to A), so they never wait on each other.
-#include <omp.h>
-
 #include <algorithm>
 
 #include "common/runtime.h"
@@ -59,9 +57,8 @@ bool gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConf
   const ThreadParts b_blocks = thread_parts(ScratchSlot::PackedB, threads, b_floats);
   if (!staged || !b_blocks.parts)
     return workspace_unavailable("the in-place-A path's staged C and packed B", width * m_pad + threads * b_floats);
-  parallel_region(threads, [&] {
-    const int tid = omp_get_thread_num();
-    const Range rows = share(ceil_div(p.m, kInPlaceARowUnit), tid, omp_get_num_threads(), kInPlaceARowUnit, p.m);
+  parallel_parts(threads, [&](int tid, int nt) {
+    const Range rows = share(ceil_div(p.m, kInPlaceARowUnit), tid, nt, kInPlaceARowUnit, p.m);
     float* b_block = b_blocks.part(tid);
     if (rows.begin < rows.end) {
       for_each_balanced_block(p.k, k_block, 8, [&](int64_t pc, int64_t kc) {

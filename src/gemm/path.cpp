@@ -41,6 +41,17 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // 28 / 53, 3x256x256 44 / 35, 3x400x400 34 / 43, 16x724x724 66 / 54, 16x1024x1024
   // 47 / 53, 12x886x886 44 / 48; from memory (4096^2) the streamed path runs 1.5-3x faster.
   l.gemv_min_matrix_bytes = c.l2;
+  // A's rows and B's columns both contiguous along K (row-major NT) with C at most 4 rows
+  // or columns: the GEMV's dot form, each element of C one dot product of two contiguous
+  // runs, where the tiny path first gathers B's columns into rows. Against the tiny path,
+  // same process, alternating, median us, 1 thread, AVX-512 (Xeon; AVX2 alike): 2x6x492
+  // 1.35 / 0.31, 10x3x528 2.36 / 0.43, 2x100x64 1.69 / 0.66, 3x3x64 0.19 / 0.06, 16x3x128
+  // 0.74 / 0.25, 4x24x64 0.38 / 0.30; even at 4x4x32, behind at K 16-24 (6x6x16 0.09 /
+  // 0.14) and with more vectors (8x16x128 0.58 / 0.68; 8x8x128 0.41 / 0.36), or the matrix
+  // past L1 (6x200x300 21 / 23).
+  l.dot_max_vectors = 4;
+  l.dot_min_k = 32;
+  l.dot_max_matrix_bytes = c.l1d;
   // In-place A needs pointwise kernels with one-pixel variants whose MR divides the row unit.
   l.in_place_a_kernels = kernel.pointwise[0].fn != nullptr;
   for (const KernelInfo::Pointwise& k : kernel.pointwise)
@@ -68,6 +79,15 @@ bool gemv_serves(const PathLimits& l, int64_t rows, int64_t cols, const MatrixVi
   constexpr int64_t kMinRows = 64;
   if (vectors > kGemvMaxVectors || mat.rs != 1 || mat.cs == 1 || rows < kMinRows) return false;
   return rows * cols * static_cast<int64_t>(sizeof(float)) > l.gemv_min_matrix_bytes * std::max<int64_t>(1, vectors / 4);
+}
+
+// Dot products: A's rows and B's columns contiguous along K (nothing to gather), few rows or
+// columns of C, the larger operand (the GEMV's matrix) within L1.
+bool dots_serve(const PathLimits& l, const GemmProblem& p, const MatrixView& a, const MatrixView& b) {
+  if (a.cs != 1 || b.rs != 1 || a.rs == 1 || b.cs == 1) return false;
+  const int64_t vectors = std::min(p.m, p.n), rows = std::max(p.m, p.n);
+  return vectors <= l.dot_max_vectors && p.k >= l.dot_min_k &&
+         rows * p.k * static_cast<int64_t>(sizeof(float)) <= l.dot_max_matrix_bytes;
 }
 
 }  // namespace
@@ -104,6 +124,9 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
     return {GemmPath::GemvRows, threads_for(32.0 * n * k),
             m == 1 ? "one row of C: B streamed once" : "few rows of C, B past L2 with contiguous rows"};
   const int threads = threads_for(2.0 * m * n * k);
+  if (threads == 1 && dots_serve(l, p, a, b))
+    return {m >= n ? GemmPath::GemvColumns : GemmPath::GemvRows, 1,
+            "at most 4 rows or columns of C, A's rows and B's columns contiguous: dot products in place"};
   // Any K: nothing is packed, so no A panel has to stay in L1. Against the small path and
   // the packed one, same process, median GFLOP/s: 16x16x3000 92.8 / 62.5 / 43.6, 8x8x10000
   // 56.8 / 38.8 / 21.7, 4x24x5000 83.2 / 69.2 / 28.7, 2x2x100000 10.3 / 2.4 / 1.7.

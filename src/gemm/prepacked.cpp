@@ -443,6 +443,98 @@ const float* panels_of(const PackHeader* h) {
   return reinterpret_cast<const float*>(reinterpret_cast<const char*>(h) + kPackHeaderBytes);
 }
 
+// The arguments gk_sgemm_compute and gk_sgemm_ex share, as the caller passed them: order
+// and trans by their values until checked (GK_PACKED, 151, is no CBLAS_TRANSPOSE value).
+struct CallArgs {
+  int order, transa, transb;
+  int64_t m, n, k;
+  float alpha;  // gk_sgemm_ex's; gk_sgemm_compute's is its packed operands'
+  const void* a;
+  int64_t lda;
+  const void* b;
+  int64_t ldb;
+  float beta;
+  float* c;
+  int64_t ldc;
+  const gk_epilogue* epilogue;
+};
+
+// What the checks found: the packed operands' headers (null: a plain operand), the
+// internal epilogue and the alpha that applies.
+struct CheckedCall {
+  bool row_major = true;
+  const PackHeader* ha = nullptr;
+  const PackHeader* hb = nullptr;
+  Epilogue e;
+  float alpha = 1.0f;
+};
+
+bool check_trans(const char* fn, const char* name, int t, bool packed_allowed) {
+  if (valid_trans(t) || (packed_allowed && t == GK_PACKED)) return true;
+  set_last_error(packed_allowed ? "%s: %s %d is neither a CBLAS_TRANSPOSE nor GK_PACKED" : "%s: %s %d is not a CBLAS_TRANSPOSE",
+                 fn, name, t);
+  return false;
+}
+
+// Every argument of a call, in order: order, transa / transb (GK_PACKED too when
+// packed_allowed), m, n and k, the packed operands' headers, the plain operands' and C's
+// leading dimensions, the epilogue, then the pointers the call will read or write. false
+// with a message naming the first bad one.
+bool check_operands(const char* fn, const CallArgs& x, bool packed_allowed, CheckedCall* out) {
+  if (x.order != CblasRowMajor && x.order != CblasColMajor) {
+    set_last_error("%s: order %d is not a CBLAS_ORDER", fn, x.order);
+    return false;
+  }
+  if (!check_trans(fn, "transa", x.transa, packed_allowed) || !check_trans(fn, "transb", x.transb, packed_allowed))
+    return false;
+  if (x.m < 0 || x.n < 0 || x.k < 0) {
+    set_last_error("%s: m %" PRId64 ", n %" PRId64 " and k %" PRId64 " must be >= 0", fn, x.m, x.n, x.k);
+    return false;
+  }
+  const bool row_major = out->row_major = x.order == CblasRowMajor;
+  const bool pa = x.transa == GK_PACKED, pb = x.transb == GK_PACKED;
+  const bool ta = x.transa != CblasNoTrans, tb = x.transb != CblasNoTrans;
+  if (pa && !(out->ha = checked_header(fn, "a", x.a, GK_PACK_A, row_major, x.m, x.k))) return false;
+  if (pb && !(out->hb = checked_header(fn, "b", x.b, GK_PACK_B, row_major, x.n, x.k))) return false;
+  if ((!pa && !check_ld(fn, "lda", x.lda, row_major, ta ? x.k : x.m, ta ? x.m : x.k)) ||
+      (!pb && !check_ld(fn, "ldb", x.ldb, row_major, tb ? x.n : x.k, tb ? x.k : x.n)) ||
+      !check_ld(fn, "ldc", x.ldc, row_major, x.m, x.n) || !internal_epilogue(fn, x.epilogue, row_major, &out->e))
+    return false;
+  out->alpha = x.alpha * (out->ha ? out->ha->alpha : 1.0f) * (out->hb ? out->hb->alpha : 1.0f);
+  if (x.m == 0 || x.n == 0) return true;  // nothing is read or written
+  if (!x.c) {
+    set_last_error("%s: c is NULL", fn);
+    return false;
+  }
+  if (x.k > 0 && out->alpha != 0.0f && (!x.a || !x.b)) {
+    set_last_error("%s: %s is NULL", fn, x.a ? "b" : "a");
+    return false;
+  }
+  return true;
+}
+
+// A checked call as the internal row-stored problem: op(A) and op(B) as strided views for
+// the plain operands, panels read in place for the packed ones.
+void run_checked(const CallArgs& x, const CheckedCall& y) {
+  const bool ta = x.transa != CblasNoTrans, tb = x.transb != CblasNoTrans;
+  const float* af = static_cast<const float*>(x.a);
+  const float* bf = static_cast<const float*>(x.b);
+  const MatrixView opa = (ta != !y.row_major) ? MatrixView{af, 1, x.lda} : MatrixView{af, x.lda, 1};
+  const MatrixView opb = (tb != !y.row_major) ? MatrixView{bf, 1, x.ldb} : MatrixView{bf, x.ldb, 1};
+  Side sa, sb;
+  if (y.row_major) {  // C = op(A) op(B)
+    sa.view = opa, sb.view = opb;
+    if (y.ha) sa.panels = panels_of(y.ha);
+    if (y.hb) sb.panels = panels_of(y.hb);
+    run_rowstored(x.m, x.n, x.k, y.alpha, sa, sb, x.beta, x.c, x.ldc, y.e);
+  } else {  // C^T = op(B)^T op(A)^T, row-stored with row stride ldc
+    sa.view = opb.transposed(), sb.view = opa.transposed();
+    if (y.hb) sa.panels = panels_of(y.hb);
+    if (y.ha) sb.panels = panels_of(y.ha);
+    run_rowstored(x.n, x.m, x.k, y.alpha, sa, sb, x.beta, x.c, x.ldc, y.e);
+  }
+}
+
 }  // namespace
 }  // namespace gk
 
@@ -559,64 +651,11 @@ GK_EXPORT gk_status gk_sgemm_compute(CBLAS_ORDER order, int transa, int transb, 
                                      int64_t ldc, const gk_epilogue* epilogue) {
   const char* fn = "gk_sgemm_compute";
   return gk::guard_c_boundary(fn, [&] {
-    using namespace gk;
-    if (raw_enum(order) != CblasRowMajor && raw_enum(order) != CblasColMajor) {
-      set_last_error("%s: order %d is not a CBLAS_ORDER", fn, raw_enum(order));
-      return GK_ERR_INVALID_ARGUMENT;
-    }
-    if (!valid_trans(transa) && transa != GK_PACKED) {
-      set_last_error("%s: transa %d is neither a CBLAS_TRANSPOSE nor GK_PACKED", fn, transa);
-      return GK_ERR_INVALID_ARGUMENT;
-    }
-    if (!valid_trans(transb) && transb != GK_PACKED) {
-      set_last_error("%s: transb %d is neither a CBLAS_TRANSPOSE nor GK_PACKED", fn, transb);
-      return GK_ERR_INVALID_ARGUMENT;
-    }
-    if (m < 0 || n < 0 || k < 0) {
-      set_last_error("%s: m %" PRId64 ", n %" PRId64 " and k %" PRId64 " must be >= 0", fn, m, n, k);
-      return GK_ERR_INVALID_ARGUMENT;
-    }
-    const bool row_major = order == CblasRowMajor;
-    const bool pa = transa == GK_PACKED, pb = transb == GK_PACKED;
-    const bool ta = transa != CblasNoTrans, tb = transb != CblasNoTrans;
-    const PackHeader* ha = nullptr;
-    const PackHeader* hb = nullptr;
-    if (pa && !(ha = checked_header(fn, "a", a, GK_PACK_A, row_major, m, k))) return GK_ERR_INVALID_ARGUMENT;
-    if (pb && !(hb = checked_header(fn, "b", b, GK_PACK_B, row_major, n, k))) return GK_ERR_INVALID_ARGUMENT;
-    if (!pa && !check_ld(fn, "lda", lda, row_major, ta ? k : m, ta ? m : k)) return GK_ERR_INVALID_ARGUMENT;
-    if (!pb && !check_ld(fn, "ldb", ldb, row_major, tb ? n : k, tb ? k : n)) return GK_ERR_INVALID_ARGUMENT;
-    if (!check_ld(fn, "ldc", ldc, row_major, m, n)) return GK_ERR_INVALID_ARGUMENT;
-    Epilogue e;
-    if (!internal_epilogue(fn, epilogue, row_major, &e)) return GK_ERR_INVALID_ARGUMENT;
-    const float alpha = (ha ? ha->alpha : 1.0f) * (hb ? hb->alpha : 1.0f);
-    if (m > 0 && n > 0) {
-      if (!c) {
-        set_last_error("%s: c is NULL", fn);
-        return GK_ERR_INVALID_ARGUMENT;
-      }
-      if (k > 0 && alpha != 0.0f && (!a || !b)) {
-        set_last_error("%s: %s is NULL", fn, a ? "b" : "a");
-        return GK_ERR_INVALID_ARGUMENT;
-      }
-    }
-    clear_last_error();
-    // op(A) and op(B) as strided views, for the plain ones.
-    const float* af = static_cast<const float*>(a);
-    const float* bf = static_cast<const float*>(b);
-    const MatrixView opa = (ta != !row_major) ? MatrixView{af, 1, lda} : MatrixView{af, lda, 1};
-    const MatrixView opb = (tb != !row_major) ? MatrixView{bf, 1, ldb} : MatrixView{bf, ldb, 1};
-    Side sa, sb;
-    if (row_major) {  // C = op(A) op(B)
-      sa.view = opa, sb.view = opb;
-      if (ha) sa.panels = panels_of(ha);
-      if (hb) sb.panels = panels_of(hb);
-      run_rowstored(m, n, k, alpha, sa, sb, beta, c, ldc, e);
-    } else {  // C^T = op(B)^T op(A)^T, row-stored with row stride ldc
-      sa.view = opb.transposed(), sb.view = opa.transposed();
-      if (hb) sa.panels = panels_of(hb);
-      if (ha) sb.panels = panels_of(ha);
-      run_rowstored(n, m, k, alpha, sa, sb, beta, c, ldc, e);
-    }
+    const gk::CallArgs x{gk::raw_enum(order), transa, transb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc, epilogue};
+    gk::CheckedCall y;
+    if (!gk::check_operands(fn, x, true, &y)) return GK_ERR_INVALID_ARGUMENT;
+    gk::clear_last_error();
+    gk::run_checked(x, y);
     return GK_OK;
   });
 }
@@ -626,48 +665,12 @@ GK_EXPORT gk_status gk_sgemm_ex(CBLAS_ORDER order, CBLAS_TRANSPOSE transa, CBLAS
                                 int64_t ldb, float beta, float* c, int64_t ldc, const gk_epilogue* epilogue) {
   const char* fn = "gk_sgemm_ex";
   return gk::guard_c_boundary(fn, [&] {
-    using namespace gk;
-    if (raw_enum(order) != CblasRowMajor && raw_enum(order) != CblasColMajor) {
-      set_last_error("%s: order %d is not a CBLAS_ORDER", fn, raw_enum(order));
-      return GK_ERR_INVALID_ARGUMENT;
-    }
-    if (!valid_trans(raw_enum(transa)) || !valid_trans(raw_enum(transb))) {
-      set_last_error("%s: %s %d is not a CBLAS_TRANSPOSE", fn, valid_trans(raw_enum(transa)) ? "transb" : "transa",
-                     valid_trans(raw_enum(transa)) ? raw_enum(transb) : raw_enum(transa));
-      return GK_ERR_INVALID_ARGUMENT;
-    }
-    if (m < 0 || n < 0 || k < 0) {
-      set_last_error("%s: m %" PRId64 ", n %" PRId64 " and k %" PRId64 " must be >= 0", fn, m, n, k);
-      return GK_ERR_INVALID_ARGUMENT;
-    }
-    const bool row_major = order == CblasRowMajor;
-    const bool ta = transa != CblasNoTrans, tb = transb != CblasNoTrans;
-    if (!check_ld(fn, "lda", lda, row_major, ta ? k : m, ta ? m : k) ||
-        !check_ld(fn, "ldb", ldb, row_major, tb ? n : k, tb ? k : n) || !check_ld(fn, "ldc", ldc, row_major, m, n))
-      return GK_ERR_INVALID_ARGUMENT;
-    Epilogue e;
-    if (!internal_epilogue(fn, epilogue, row_major, &e)) return GK_ERR_INVALID_ARGUMENT;
-    if (m > 0 && n > 0) {
-      if (!c) {
-        set_last_error("%s: c is NULL", fn);
-        return GK_ERR_INVALID_ARGUMENT;
-      }
-      if (k > 0 && alpha != 0.0f && (!a || !b)) {
-        set_last_error("%s: %s is NULL", fn, a ? "b" : "a");
-        return GK_ERR_INVALID_ARGUMENT;
-      }
-    }
-    clear_last_error();
-    const MatrixView opa = (ta != !row_major) ? MatrixView{a, 1, lda} : MatrixView{a, lda, 1};
-    const MatrixView opb = (tb != !row_major) ? MatrixView{b, 1, ldb} : MatrixView{b, ldb, 1};
-    Side sa, sb;
-    if (row_major) {
-      sa.view = opa, sb.view = opb;
-      run_rowstored(m, n, k, alpha, sa, sb, beta, c, ldc, e);
-    } else {
-      sa.view = opb.transposed(), sb.view = opa.transposed();
-      run_rowstored(n, m, k, alpha, sa, sb, beta, c, ldc, e);
-    }
+    const gk::CallArgs x{gk::raw_enum(order), gk::raw_enum(transa), gk::raw_enum(transb), m, n, k, alpha, a, lda, b,
+                         ldb, beta, c, ldc, epilogue};
+    gk::CheckedCall y;
+    if (!gk::check_operands(fn, x, false, &y)) return GK_ERR_INVALID_ARGUMENT;
+    gk::clear_last_error();
+    gk::run_checked(x, y);
     return GK_OK;
   });
 }

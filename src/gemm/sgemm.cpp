@@ -15,14 +15,10 @@ thread_local GemmPath t_last_path = GemmPath::QuickReturn;
 // The reference's quick returns: nothing to compute, or C = beta * C without reading A
 // and B. True when the call is done.
 bool quick_return(int64_t m, int64_t n, int64_t k, float alpha, float beta, float* c, int64_t rs_c) {
+  if (m != 0 && n != 0 && alpha != 0.0f && k != 0) return false;
+  if (m != 0 && n != 0 && beta != 1.0f) scale_c(beta, c, rs_c, m, n, Epilogue{});
   t_last_path = GemmPath::QuickReturn;
-  if (m == 0 || n == 0) return true;
-  if ((alpha == 0.0f || k == 0) && beta == 1.0f) return true;
-  if (alpha == 0.0f || k == 0) {
-    scale_c(beta, c, rs_c, m, n, Epilogue{});
-    return true;
-  }
-  return false;
+  return true;
 }
 
 // Runs the chosen path; false when its buffers could not be had (nothing written).
@@ -30,9 +26,10 @@ bool run_path(const GemmPathChoice& choice, const GemmProblem& p, const MatrixVi
               const KernelConfig& cfg) {
   switch (choice.path) {
     case GemmPath::GemvColumns:
-      return gemv(p.m, p.k, p.n, p.alpha, a, b, p.beta, p.c, p.rs_c, 1, choice.threads);
+      return gemv(p.m, p.k, p.n, p.alpha, a, b, p.beta, p.c, p.rs_c, 1, choice.threads, cfg.kernel->simd);
     case GemmPath::GemvRows:
-      return gemv(p.n, p.k, p.m, p.alpha, b.transposed(), a.transposed(), p.beta, p.c, 1, p.rs_c, choice.threads);
+      return gemv(p.n, p.k, p.m, p.alpha, b.transposed(), a.transposed(), p.beta, p.c, 1, p.rs_c, choice.threads,
+                  cfg.kernel->simd);
     case GemmPath::Tiny:
     case GemmPath::TinyNarrow:
       return gemm_tiny(p.m, p.n, p.k, p.alpha, a, b, p.beta, p.c, p.rs_c, choice.threads, cfg.kernel->simd);
@@ -102,10 +99,18 @@ void sgemm_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const MatrixV
   p.m = m, p.n = n, p.k = k, p.alpha = alpha, p.beta = beta;
   p.a = &a_source, p.b = &b_source, p.c = c, p.rs_c = rs_c;
   const GemmPathChoice choice = choose_gemm_path(p, a, b, cfg);
-  const int64_t fallbacks = thread_no_heap_fallbacks();
-  const bool ran = run_path(choice, p, a, b, cfg);
-  if (!ran) gemm_no_heap(p, cfg);
-  t_last_path = ran && thread_no_heap_fallbacks() == fallbacks ? choice.path : GemmPath::NoHeap;
+  // The packed paths run the no-heap path themselves when their buffers cannot be had
+  // (conv calls them directly): the thread's count of fallbacks tells. The others return
+  // false, so the count (thread-local, a call into the TLS resolver) is read only there.
+  const bool falls_back_inside = choice.path == GemmPath::PackedPerPanel || choice.path == GemmPath::PackedSharedB;
+  const int64_t fallbacks = falls_back_inside ? thread_no_heap_fallbacks() : 0;
+  bool ran = run_path(choice, p, a, b, cfg);
+  if (!ran) {
+    gemm_no_heap(p, cfg);
+  } else if (falls_back_inside && thread_no_heap_fallbacks() != fallbacks) {
+    ran = false;
+  }
+  t_last_path = ran ? choice.path : GemmPath::NoHeap;
   if (verbose()) say_path(choice, t_last_path, p, a, b, cfg);
 }
 

@@ -261,8 +261,8 @@ bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a
     for (int64_t i = 0; i < m; i += kRowsPerBlock) tiny_row_block(wide, m - i, n, k, alpha, a, i, b, beta, c, rs_c);
     return true;
   }
-  parallel_region(threads, [&] {
-    const Range rows = share(ceil_div(m, kRowsPerBlock), omp_get_thread_num(), omp_get_num_threads(), kRowsPerBlock, m);
+  parallel_parts(threads, [&](int tid, int nt) {
+    const Range rows = share(ceil_div(m, kRowsPerBlock), tid, nt, kRowsPerBlock, m);
     for (int64_t i = rows.begin; i < rows.end; i += kRowsPerBlock)
       tiny_row_block(wide, m - i, n, k, alpha, a, i, b, beta, c, rs_c);
   });
