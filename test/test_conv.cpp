@@ -472,12 +472,20 @@ TEST(Conv, LayoutRoundTripsAndPadding) {
             ASSERT_EQ(mid[size_t(at)], want) << "n " << b << " c " << ch << " pixel " << p;
           }
     }
-    // NCHW8 -> NHWC (neither planar) agrees with going through NCHW.
-    std::vector<float> blocked(size_t(gk_tensor_size(GK_LAYOUT_NCHW8, n, c, h, w))), nhwc(src.size()), direct(src.size());
-    ASSERT_EQ(gk_convert_layout(src.data(), GK_LAYOUT_NCHW, blocked.data(), GK_LAYOUT_NCHW8, n, c, h, w), GK_OK);
+    // NCHWx <-> NHWC (neither planar, a blocked copy per pixel) agree with going through
+    // NCHW, both ways, the padding channels of the blocked result zero (it starts as NaN).
+    std::vector<float> nhwc(src.size()), direct(src.size());
     ASSERT_EQ(gk_convert_layout(src.data(), GK_LAYOUT_NCHW, nhwc.data(), GK_LAYOUT_NHWC, n, c, h, w), GK_OK);
-    ASSERT_EQ(gk_convert_layout(blocked.data(), GK_LAYOUT_NCHW8, direct.data(), GK_LAYOUT_NHWC, n, c, h, w), GK_OK);
-    EXPECT_EQ(direct, nhwc);
+    for (gk_layout blocked_layout : {GK_LAYOUT_NCHW4, GK_LAYOUT_NCHW8, GK_LAYOUT_NCHW16}) {
+      SCOPED_TRACE("c " + std::to_string(c) + " NHWC and layout " + std::to_string(int(blocked_layout)));
+      const size_t size = size_t(gk_tensor_size(blocked_layout, n, c, h, w));
+      std::vector<float> blocked(size), from_nhwc(size, gktest::kNaN);
+      ASSERT_EQ(gk_convert_layout(src.data(), GK_LAYOUT_NCHW, blocked.data(), blocked_layout, n, c, h, w), GK_OK);
+      ASSERT_EQ(gk_convert_layout(blocked.data(), blocked_layout, direct.data(), GK_LAYOUT_NHWC, n, c, h, w), GK_OK);
+      EXPECT_EQ(direct, nhwc);
+      ASSERT_EQ(gk_convert_layout(nhwc.data(), GK_LAYOUT_NHWC, from_nhwc.data(), blocked_layout, n, c, h, w), GK_OK);
+      EXPECT_EQ(from_nhwc, blocked);
+    }
   }
   EXPECT_EQ(gk_tensor_size(gk_layout(99), 1, 1, 1, 1), -1);
   EXPECT_STREQ(gk_status_string(gk_status(99)), "unknown status");

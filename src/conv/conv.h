@@ -121,6 +121,12 @@ struct PhaseTimes {
 };
 void set_phase_times(PhaseTimes* sink);  // nullptr: off
 
+// An algorithm prepared for a shape: a.prepare(s, ...), except that an NHWC plan whose
+// algorithm runs NCHW8 in place but not NHWC runs it on NCHW8 copies. nullptr (the last
+// error set) when out of memory.
+std::unique_ptr<Prepared> prepare_in_layout(const Algorithm& a, const Shape& s, const float* weights,
+                                            const float* bias, int64_t tuning);
+
 // Runs a prepared algorithm on tensors in the shape's layouts: directly when the algorithm
 // runs them natively, else through copies in this thread's workspace (NCHW, or for an NCHW
 // input the output's layout; the conversions are part of the time gk_conv_run and

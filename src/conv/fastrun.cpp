@@ -262,7 +262,7 @@ Choice profile_and_choose(const Shape& s, const std::vector<Candidate>& cands, c
       report += "; budget spent before " + cands[i].name;
       break;
     }
-    std::unique_ptr<Prepared> p = cands[i].algorithm->prepare(s, weights, bias, cands[i].tuning);
+    std::unique_ptr<Prepared> p = prepare_in_layout(*cands[i].algorithm, s, weights, bias, cands[i].tuning);
     if (!p) continue;
     const double warm_start = now();
     run(cands[i], *p);  // warm-up: caches, page faults, the thread pool

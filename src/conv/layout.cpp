@@ -2,6 +2,7 @@
 // conversions between them. Every conversion goes through the element's (n, c, h, w).
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/c_boundary.h"
@@ -113,6 +114,47 @@ __attribute__((target("avx2"))) void convert_planar_avx2(const float* src, float
 }
 #endif
 
+// NHWC <-> NCHWx: per image and pixel, each channel block's x contiguous floats copied
+// (the padding channels of an NCHWx destination zero). Through (n, c, h, w) one element at
+// a time these took longer than the convolutions they serve.
+GK_INLINE void convert_nhwc_pixel(const float* src, float* dst, bool to_nhwc, int64_t c, int64_t hw, int64_t x,
+                                  int64_t b, int64_t p) {
+  const int64_t blocks = (c + x - 1) / x;
+  float* nhwc_out = dst + (b * hw + p) * c;
+  const float* nhwc_in = src + (b * hw + p) * c;
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t at = ((b * blocks + blk) * hw + p) * x, lanes = std::min(x, c - blk * x);
+    if (to_nhwc) {
+      copy_run(nhwc_out + blk * x, src + at, lanes);
+    } else {
+      copy_run(dst + at, nhwc_in + blk * x, lanes);
+      for (int64_t l = lanes; l < x; ++l) dst[at + l] = 0.0f;
+    }
+  }
+}
+// Compiled per ISA as convert_planar, for the same reason.
+GK_INLINE void convert_nhwc(const float* src, float* dst, bool to_nhwc, int64_t n, int64_t c, int64_t hw, int64_t x,
+                            int threads) {
+  if (threads <= 1 && !omp_in_parallel()) {
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t p = 0; p < hw; ++p) convert_nhwc_pixel(src, dst, to_nhwc, c, hw, x, b, p);
+    return;
+  }
+#pragma omp parallel for collapse(2) num_threads(threads > 1 ? threads : 1)
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t p = 0; p < hw; ++p) convert_nhwc_pixel(src, dst, to_nhwc, c, hw, x, b, p);
+}
+void convert_nhwc_baseline(const float* src, float* dst, bool to_nhwc, int64_t n, int64_t c, int64_t hw, int64_t x,
+                           int threads) {
+  convert_nhwc(src, dst, to_nhwc, n, c, hw, x, threads);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void convert_nhwc_avx2(const float* src, float* dst, bool to_nhwc, int64_t n,
+                                                       int64_t c, int64_t hw, int64_t x, int threads) {
+  convert_nhwc(src, dst, to_nhwc, n, c, hw, x, threads);
+}
+#endif
+
 }  // namespace
 
 }  // namespace conv
@@ -167,6 +209,18 @@ __attribute__((visibility("default"))) gk_status gk_convert_layout(const float* 
     }
 #endif
     gk::conv::convert_planar_baseline(src, dst, to_planar, n, c, h * w, g, threads);
+    return GK_OK;
+  }
+  const bool from_nhwc = src_layout == GK_LAYOUT_NHWC, to_nhwc = dst_layout == GK_LAYOUT_NHWC;
+  const int64_t x = gk::conv::channel_block(from_nhwc ? dst_layout : src_layout);
+  if ((from_nhwc || to_nhwc) && x > 1) {
+#if defined(__x86_64__)
+    if (gk::conv_config().kernel->simd != gk::SimdLevel::Baseline) {
+      gk::conv::convert_nhwc_avx2(src, dst, to_nhwc, n, c, h * w, x, threads);
+      return GK_OK;
+    }
+#endif
+    gk::conv::convert_nhwc_baseline(src, dst, to_nhwc, n, c, h * w, x, threads);
     return GK_OK;
   }
   // Padding channels of an NCHWx destination are zero.
