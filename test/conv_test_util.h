@@ -38,6 +38,12 @@ inline std::string describe(const gk_conv_desc& d) {
   return o.str();
 }
 
+// An NHWC descriptor that algorithms without an NHWC form run as NCHW8 on copies (NHWC in
+// and out, 8 or more input channels): the NCHW8 engines serve it too.
+inline bool nhwc_with_nchw8_form(const gk_conv_desc& d) {
+  return d.layout == GK_LAYOUT_NHWC && !(d.flags & GK_CONV_FLAG_NCHW_INPUT) && d.in_channels >= 8;
+}
+
 inline ConvCase make_conv_case(const gk_conv_desc& d, bool with_bias, uint32_t seed) {
   ConvCase c;
   c.d = d;

@@ -66,8 +66,10 @@ bool expect_usable(gk_conv_algo algo, const gk_conv_desc& d) {
       return d.kernel_h == 1 && d.kernel_w == 1 && !d.pad_top && !d.pad_bottom && !d.pad_left && !d.pad_right;
     case GK_CONV_ALGO_DEPTHWISE: return d.groups == d.in_channels;
     case GK_CONV_ALGO_POINTWISE_NCHW8:
-    case GK_CONV_ALGO_DIRECT_NCHW8:
-      return d.layout == GK_LAYOUT_NCHW8 && d.groups == 1 && has_pointwise_kernels() && nchw8_engine(d) == algo;
+    case GK_CONV_ALGO_DIRECT_NCHW8: {
+      return (d.layout == GK_LAYOUT_NCHW8 || gktest::nhwc_with_nchw8_form(d)) && d.groups == 1 && has_pointwise_kernels() &&
+             nchw8_engine(d) == algo;
+    }
     default: return true;
   }
 }

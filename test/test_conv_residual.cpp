@@ -49,11 +49,12 @@ bool usable(gk_conv_algo algo, const gk_conv_desc& d) {
     case GK_CONV_ALGO_DEPTHWISE: return d.groups == d.in_channels;
     case GK_CONV_ALGO_POINTWISE_NCHW8:
     case GK_CONV_ALGO_DIRECT_NCHW8: {
-      // The pointwise kernels' engines (x86-64): NCHW8, ungrouped, direct under 8 input
-      // channels unless a 1x1 reads the image in place.
+      // The pointwise kernels' engines (x86-64): NCHW8, or NHWC in and out with 8+ input
+      // channels (through NCHW8 copies), ungrouped, direct under 8 input channels unless a
+      // 1x1 reads the image in place.
       const bool in_place = d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 && !padded;
       const bool direct = d.in_channels < 8 && !in_place;
-      return d.layout == GK_LAYOUT_NCHW8 && d.groups == 1 && gk::pointwise_kernel().pointwise[0].fn &&
+      return (d.layout == GK_LAYOUT_NCHW8 || gktest::nhwc_with_nchw8_form(d)) && d.groups == 1 && gk::pointwise_kernel().pointwise[0].fn &&
              direct == (algo == GK_CONV_ALGO_DIRECT_NCHW8);
     }
     case GK_CONV_ALGO_WINOGRAD_F23:

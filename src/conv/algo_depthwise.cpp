@@ -741,6 +741,7 @@ class Depthwise final : public Algorithm {
     if (s.d.layout == GK_LAYOUT_NHWC) return {};
     return {default_vectorization(s) == kAcrossChannels ? kAlongRows : kAcrossChannels};
   }
+  bool runs_nhwc(const Shape&) const override { return true; }
   std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t tuning) const override {
     const Vectorization v = tuning == kAcrossChannels || tuning == kAlongRows ? Vectorization(tuning)
                                                                                : default_vectorization(s);

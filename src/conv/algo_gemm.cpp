@@ -462,6 +462,7 @@ class Gemm1x1 final : public Algorithm {
     if (d.pad_top || d.pad_left || d.pad_bottom || d.pad_right) return "padded";
     return "";
   }
+  bool runs_nhwc(const Shape& s) const override { return s.d.groups == 1; }  // Nhwc1x1
   std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t) const override {
     return prepare_gemm(s, w, b, false, 0);
   }

@@ -38,12 +38,28 @@ class PointwisePrepared final : public Prepared {
   PointwiseNchw8 engine_;
 };
 
-// What both engines need: NCHW8, one group, pointwise kernels that serve the shape.
+// The shape the engines run: an NCHW8 one, or an NHWC one's NCHW8 form (through NCHW8
+// copies, prepare_in_layout); false when neither.
+bool engine_shape(const Shape& s, Shape* engine) {
+  if (s.d.layout == GK_LAYOUT_NCHW8) {
+    *engine = s;
+    return true;
+  }
+  return nchw8_form(s, engine);
+}
+
+// What both engines need: NCHW8 (or NHWC with an NCHW8 form), one group, pointwise kernels
+// that serve the shape.
 std::string engine_unusable(const Shape& s) {
-  if (s.d.layout != GK_LAYOUT_NCHW8) return "runs NCHW8 only";
+  Shape e;
+  if (!engine_shape(s, &e)) return "runs NCHW8, or NHWC of 8+ input channels through NCHW8 copies";
   if (s.d.groups != 1) return "grouped";
-  if (!PointwiseNchw8::usable(pointwise_kernel(), s)) return "no pointwise kernels in this CPU's kernel";
+  if (!PointwiseNchw8::usable(pointwise_kernel(), e)) return "no pointwise kernels in this CPU's kernel";
   return "";
+}
+bool engine_runs_direct(const Shape& s) {
+  Shape e;
+  return engine_shape(s, &e) && PointwiseNchw8::runs_direct(e);
 }
 
 class PointwiseAlgorithm final : public Algorithm {
@@ -53,7 +69,7 @@ class PointwiseAlgorithm final : public Algorithm {
   std::string unusable_reason(const Shape& s) const override {
     const std::string why = engine_unusable(s);
     if (!why.empty()) return why;
-    return PointwiseNchw8::runs_direct(s) ? "under 8 input channels (direct_nchw8 serves)" : "";
+    return engine_runs_direct(s) ? "under 8 input channels (direct_nchw8 serves)" : "";
   }
   std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t) const override {
     return std::make_unique<PointwisePrepared>(s, w, b);
@@ -67,7 +83,7 @@ class DirectAlgorithm final : public Algorithm {
   std::string unusable_reason(const Shape& s) const override {
     const std::string why = engine_unusable(s);
     if (!why.empty()) return why;
-    return PointwiseNchw8::runs_direct(s) ? "" : "8 or more input channels, or a 1x1 in place (pointwise_nchw8 serves)";
+    return engine_runs_direct(s) ? "" : "8 or more input channels, or a 1x1 in place (pointwise_nchw8 serves)";
   }
   std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t) const override {
     return std::make_unique<PointwisePrepared>(s, w, b);

@@ -87,6 +87,9 @@ class Algorithm {
   // tuning 0: the cache-derived default. nullptr (with the last error set) when out of memory.
   virtual std::unique_ptr<Prepared> prepare(const Shape& s, const float* weights,
                                             const float* bias, int64_t tuning = 0) const = 0;
+  // Whether prepare(s) runs an NHWC shape in place (else prepare_in_layout may run its
+  // NCHW8 form on copies).
+  virtual bool runs_nhwc(const Shape&) const { return false; }
 };
 
 // One configuration Fast-Run can time: an algorithm and a value of its tunable parameter.
@@ -121,9 +124,12 @@ struct PhaseTimes {
 };
 void set_phase_times(PhaseTimes* sink);  // nullptr: off
 
-// An algorithm prepared for a shape: a.prepare(s, ...), except that an NHWC plan whose
-// algorithm runs NCHW8 in place but not NHWC runs it on NCHW8 copies. nullptr (the last
-// error set) when out of memory.
+// An NHWC shape that algorithms without an NHWC form run as its NCHW8 form on NCHW8
+// copies: its input NHWC too, 8 or more input channels. *s8: that form.
+bool nchw8_form(const Shape& s, Shape* s8);
+// An algorithm prepared for a shape: a.prepare(s, ...), except that for an NHWC shape with
+// an NCHW8 form an algorithm that does not run NHWC (runs_nhwc) but runs that form in place
+// runs it on NCHW8 copies. nullptr (the last error set) when out of memory.
 std::unique_ptr<Prepared> prepare_in_layout(const Algorithm& a, const Shape& s, const float* weights,
                                             const float* bias, int64_t tuning);
 

@@ -34,6 +34,8 @@ namespace {
 // pointwise kernels' engines where they serve; 1x1 stride-1 convs are a GEMM on the image;
 // grouped convs whose per-group GEMM would be tiny (K < 16, e.g. 1 input channel x 3 x 3)
 // go direct; everything else is im2col_gemm.
+constexpr int64_t kNhwcEngine1x1MaxPixels = 100;  // 7x7 planes, not 14x14
+
 std::string auto_reason_against(const Algorithm* a, const Shape& s) {
   switch (a->id()) {
     case GK_CONV_ALGO_GEMM_1X1:
@@ -42,6 +44,11 @@ std::string auto_reason_against(const Algorithm* a, const Shape& s) {
       // 207: AVX-512 pointwise kernels against AVX2 4x24, 1 thread, interleaved, the five
       // networks' layers that Winograd does not take): 2.0-2.4x faster per network
       // (ResNet-50 47 against 110 ms), the 3-channel stems 2.5-3.9x.
+      // In NHWC the engine runs on NCHW8 copies, which a 1x1 pays for only on small planes
+      // (MobileNetV2's 1x1 layers, 1 thread, engine through copies against gemm_1x1 in
+      // place: 7x7 0.21 vs 0.32 ms, 14x14 0.105 vs 0.089, 112x112 1.15 vs 0.75).
+      if (a->id() == GK_CONV_ALGO_GEMM_1X1 && s.d.layout == GK_LAYOUT_NHWC && s.pixels() > kNhwcEngine1x1MaxPixels)
+        return "";
       if (pointwise_nchw8_algorithm()->unusable_reason(s).empty() || direct_nchw8_algorithm()->unusable_reason(s).empty())
         return "AUTO prefers the pointwise kernels' engine in NCHW8";
       return "";
@@ -221,21 +228,24 @@ class ThroughNchw8 final : public Prepared {
 };
 }  // namespace
 
-std::unique_ptr<Prepared> prepare_in_layout(const Algorithm& a, const Shape& s, const float* weights,
-                                            const float* bias, int64_t tuning) {
-  std::unique_ptr<Prepared> p = a.prepare(s, weights, bias, tuning);
+bool nchw8_form(const Shape& s, Shape* s8) {
   // Under 8 input channels NCHW8 pads them to 8: an RGB stem's im2col GEMM ran 1.7-2.5x
   // slower through NCHW8 than through NCHW (ResNet-18's conv1, 8.9 against 3.6-5.3 ms).
-  if (!p || s.d.layout != GK_LAYOUT_NHWC || s.in_layout != GK_LAYOUT_NHWC || s.d.in_channels < 8 ||
-      p->native_layout(GK_LAYOUT_NHWC))
-    return p;
+  if (s.d.layout != GK_LAYOUT_NHWC || s.in_layout != GK_LAYOUT_NHWC || s.d.in_channels < 8) return false;
   gk_conv_desc d8 = s.d;
   d8.layout = GK_LAYOUT_NCHW8;
+  return validate(d8, s8);
+}
+
+std::unique_ptr<Prepared> prepare_in_layout(const Algorithm& a, const Shape& s, const float* weights,
+                                            const float* bias, int64_t tuning) {
   Shape s8;
-  if (!validate(d8, &s8) || !a.unusable_reason(s8).empty()) return p;
-  std::unique_ptr<Prepared> p8 = a.prepare(s8, weights, bias, tuning);
-  if (!p8 || !p8->native_layout(GK_LAYOUT_NCHW8)) return p;
-  return std::make_unique<ThroughNchw8>(s, std::move(p8));
+  if (!a.runs_nhwc(s) && nchw8_form(s, &s8) && a.unusable_reason(s8).empty()) {
+    std::unique_ptr<Prepared> p8 = a.prepare(s8, weights, bias, tuning);
+    if (!p8) return nullptr;
+    if (p8->native_layout(GK_LAYOUT_NCHW8)) return std::make_unique<ThroughNchw8>(s, std::move(p8));
+  }
+  return a.prepare(s, weights, bias, tuning);
 }
 
 // The threads a run started now may use: the current setting (a run inside a caller's
