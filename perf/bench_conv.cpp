@@ -27,7 +27,8 @@
 // moved 3% between FASTRUN and AUTO on identical plans.
 //
 //   bench_conv [--rounds=N] [--min-time=S] [--threads=1,2] [--quick] [--out=DIR] [--layers=CSV]
-//              [--batch=N]
+//              [--batch=N] [--name=conv]
+// writes DIR/NAME.md and DIR/NAME.csv (NAME-batchN.* at --batch=N).
 #include <omp.h>
 
 #include <chrono>
@@ -586,7 +587,8 @@ int main(int argc, char** argv) {
 
   // ---- report: per network totals, per layer rows, memory (per image: time / batch)
   if (std::system(("mkdir -p '" + out_dir + "'").c_str()) != 0) return 1;
-  const std::string stem = out_dir + (batch == 1 ? "/conv" : "/conv-batch" + std::to_string(batch));
+  const std::string name = arg(argc, argv, "name", "conv");
+  const std::string stem = out_dir + "/" + name + (batch == 1 ? "" : "-batch" + std::to_string(batch));
   std::ofstream csv(stem + ".csv"), md(stem + ".md");
   csv << "net,layer,count,threads,batch,library,median_ms_per_image,gflops,algorithm,workspace_bytes,full_im2col_bytes\n";
   std::ostringstream table, rows;

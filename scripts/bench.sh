@@ -30,6 +30,11 @@ run "$conv" conv-batch8.log "## NHWC" "## Winograd" --batch=8 --threads=1 --roun
   --layers="$out/batch8-layers.csv" "$@"
 echo "per-layer convolution table at batch 8: $out/conv-batch8.md"
 echo
+# ResNeXt-50 32x4d's layers: grouped 3x3 convolutions (32 groups of 4 to 32 channels), 3 rounds.
+run "$conv" conv-resnext50.log "# Convolution layers" "## Winograd" --layers=perf/resnext50.csv \
+  --name=conv-resnext50 --rounds=3 "$@"
+echo "per-layer convolution table of ResNeXt-50: $out/conv-resnext50.md"
+echo
 "$ops" --out="$out" > "$out/ops.log" 2>&1 || { tail -n 30 "$out/ops.log"; exit 1; }
 cat "$out/ops.md"
 echo

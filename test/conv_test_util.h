@@ -44,6 +44,15 @@ inline bool nhwc_with_nchw8_form(const gk_conv_desc& d) {
   return d.layout == GK_LAYOUT_NHWC && !(d.flags & GK_CONV_FLAG_NCHW_INPUT) && d.in_channels >= 8;
 }
 
+// Whether the NCHW8 engines serve d's grouping: ungrouped, or up to 4 consecutive groups
+// fill whole 8-channel blocks of both the input and the output channels.
+inline bool engine_serves_groups(const gk_conv_desc& d) {
+  const int64_t icg = d.in_channels / d.groups, ocg = d.out_channels / d.groups;
+  for (int64_t merge = 1; merge <= 4; ++merge)
+    if (d.groups % merge == 0 && (d.groups == 1 || (merge * icg % 8 == 0 && merge * ocg % 8 == 0))) return true;
+  return false;
+}
+
 inline ConvCase make_conv_case(const gk_conv_desc& d, bool with_bias, uint32_t seed) {
   ConvCase c;
   c.d = d;

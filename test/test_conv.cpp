@@ -67,7 +67,8 @@ bool expect_usable(gk_conv_algo algo, const gk_conv_desc& d) {
     case GK_CONV_ALGO_DEPTHWISE: return d.groups == d.in_channels;
     case GK_CONV_ALGO_POINTWISE_NCHW8:
     case GK_CONV_ALGO_DIRECT_NCHW8: {
-      return (d.layout == GK_LAYOUT_NCHW8 || gktest::nhwc_with_nchw8_form(d)) && d.groups == 1 && has_pointwise_kernels() &&
+      return (d.layout == GK_LAYOUT_NCHW8 || gktest::nhwc_with_nchw8_form(d)) && gktest::engine_serves_groups(d) &&
+             has_pointwise_kernels() &&
              nchw8_engine(d) == algo;
     }
     default: return true;
@@ -275,6 +276,57 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
     });
     gk_set_num_threads(0);
     if (HasFailure()) return;
+  }
+}
+
+// Grouped convolutions on the NCHW8 engine (a super-group of whole channel blocks at a
+// time), forced and chosen by AUTO: channels per group 1..64 with odd ones, input and
+// output group widths apart, groups merged in pairs and fours, 1x1 and 3x3 with strides,
+// padding and dilation, NCHW8 and NHWC (through NCHW8 copies), batch 1..3, 1 and 2 threads
+// (the residual: ConvResidual's grouped shapes). Shapes the engine does not serve are refused.
+TEST(Conv, GroupedOnTheNchw8Engine) {
+  std::mt19937 rng(1931);
+  auto pick = [&](int lo, int hi) { return int64_t(lo + int(rng() % unsigned(hi - lo + 1))); };
+  const int64_t group_widths[] = {1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 64};
+  const int cases = gktest::quick() ? 24 : 60;
+  int served = 0;
+  for (int i = 0; i < cases; ++i) {
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = pick(1, 3);
+    const int64_t icg = group_widths[i % 12], ocg = i % 3 == 0 ? group_widths[pick(0, 11)] : icg;
+    d.groups = icg * ocg > 512 ? 2 : pick(2, 8);
+    d.in_channels = icg * d.groups, d.out_channels = ocg * d.groups;
+    const bool pointwise = i % 4 == 1;
+    d.kernel_h = d.kernel_w = pointwise ? 1 : 3;
+    d.stride_h = d.stride_w = pick(1, 2);
+    if (!pointwise) {
+      d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = pick(0, 1);
+      d.dilation_h = d.dilation_w = i % 5 == 4 ? 2 : 1;
+    }
+    d.in_height = pick(5, 16), d.in_width = pick(5, 16);
+    d.layout = i % 3 == 2 ? GK_LAYOUT_NHWC : GK_LAYOUT_NCHW8;
+    d.activation = gk_activation(i % 3);
+    SCOPED_TRACE(gktest::describe(d));
+    const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(1900 + i));
+    gk_set_num_threads(1 + i % 2);
+    if (expect_usable(GK_CONV_ALGO_POINTWISE_NCHW8, d)) {
+      ++served;
+      gktest::check_conv(c, GK_CONV_ALGO_POINTWISE_NCHW8);
+      if (d.groups != d.in_channels) {
+        EXPECT_EQ(gktest::check_conv(c, GK_CONV_ALGO_AUTO), "pointwise_nchw8");
+      }
+    } else {
+      gk_conv_plan* plan = nullptr;
+      EXPECT_EQ(gk_conv_plan_create(&d, c.w.data(), nullptr, GK_CONV_ALGO_POINTWISE_NCHW8, &plan), GK_ERR_UNSUPPORTED);
+      gk_conv_plan_destroy(plan);
+      gktest::check_conv(c, GK_CONV_ALGO_AUTO);
+    }
+    gk_set_num_threads(0);
+    if (HasFailure()) return;
+  }
+  if (has_pointwise_kernels()) {
+    EXPECT_GE(served, cases / 3);
   }
 }
 

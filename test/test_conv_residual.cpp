@@ -50,11 +50,12 @@ bool usable(gk_conv_algo algo, const gk_conv_desc& d) {
     case GK_CONV_ALGO_POINTWISE_NCHW8:
     case GK_CONV_ALGO_DIRECT_NCHW8: {
       // The pointwise kernels' engines (x86-64): NCHW8, or NHWC in and out with 8+ input
-      // channels (through NCHW8 copies), ungrouped, direct under 8 input channels unless a
-      // 1x1 reads the image in place.
+      // channels (through NCHW8 copies), groups that merge into whole blocks, direct under 8
+      // input channels unless a 1x1 reads the image in place.
       const bool in_place = d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 && !padded;
       const bool direct = d.in_channels < 8 && !in_place;
-      return (d.layout == GK_LAYOUT_NCHW8 || gktest::nhwc_with_nchw8_form(d)) && d.groups == 1 && gk::pointwise_kernel().pointwise[0].fn &&
+      return (d.layout == GK_LAYOUT_NCHW8 || gktest::nhwc_with_nchw8_form(d)) && gktest::engine_serves_groups(d) &&
+             gk::pointwise_kernel().pointwise[0].fn &&
              direct == (algo == GK_CONV_ALGO_DIRECT_NCHW8);
     }
     case GK_CONV_ALGO_WINOGRAD_F23:
@@ -82,6 +83,8 @@ std::vector<gk_conv_desc> small_shapes() {
   d = conv(1, 10, 9, 8, 14, 3, 1, 1, 2);         // two groups, dilated
   d.dilation_h = d.dilation_w = 2;
   v.push_back(d);
+  v.push_back(conv(2, 32, 9, 10, 48, 3, 2, 1, 4));    // groups of 8 in, 12 out (merged in pairs)
+  v.push_back(conv(1, 64, 12, 11, 64, 3, 1, 1, 4));   // groups of whole blocks, 2 threads
   v.push_back(conv(1, 21, 24, 26, 21, 3, 1, 1, 21));  // depthwise
   v.push_back(conv(1, 9, 17, 15, 18, 5, 2, 2, 9));    // depthwise, multiplier 2, stride 2
   v.push_back(conv(1, 3, 23, 21, 24, 7, 2, 3));       // a stem: border pixels

@@ -4,9 +4,14 @@
 //  - direct_nchw8: under 8 input channels (RGB stems), the image read through tap offsets.
 // AUTO prefers them to gemm_1x1 and im2col_gemm in NCHW8 (plan.cpp); those then run the
 // same layers as GEMMs with B packed from the blocked image, which Fast-Run times beside.
+// pointwise_nchw8 also runs grouped convolutions, a super-group of channel blocks at a time
+// (GroupedPrepared).
+#include <algorithm>
+
 #include "common/runtime.h"
 #include "conv/conv.h"
 #include "conv/pointwise.h"
+#include "gemm/partition.h"
 
 namespace gk {
 namespace conv {
@@ -38,6 +43,96 @@ class PointwisePrepared final : public Prepared {
   PointwiseNchw8 engine_;
 };
 
+// Grouped convolutions: `merge` consecutive groups make a super-group whose input and
+// output channels are whole 8-channel blocks, so that in NCHW8 its part of an image is an
+// NCHW8 tensor of its own (contiguous); each super-group runs as an ungrouped convolution
+// on that part, with block-diagonal weights (zeros between its groups: `merge` times the
+// arithmetic, none where a group is whole blocks, as in ResNeXt's groups of 8 to 32).
+// Measured against im2col_gemm per group (Xeon model 207, 1 thread, NCHW8, 32 groups):
+// groups of 2 channels (merge 4) 0.83 vs 1.54 ms at 56x56, of 4 (merge 2) 1.6 vs 2.5-3.3,
+// of 8 to 32 2.3-4.6x faster. Beyond 4 the zeros would cost more than they save.
+constexpr int64_t kMaxGroupMerge = 4;
+
+// The fewest consecutive groups that fill whole blocks on both sides; 0 when that takes
+// more than kMaxGroupMerge.
+int64_t group_merge(const Shape& s) {
+  for (int64_t k = 1; k <= kMaxGroupMerge; ++k)
+    if (s.d.groups % k == 0 && (k * s.icg) % 8 == 0 && (k * s.ocg) % 8 == 0) return k;
+  return 0;
+}
+
+// One super-group of `s` as an ungrouped NCHW8 shape of one image.
+Shape super_group_shape(const Shape& s, int64_t merge) {
+  gk_conv_desc d = s.d;
+  d.batch = 1, d.groups = 1, d.layout = GK_LAYOUT_NCHW8;
+  d.in_channels = merge * s.icg, d.out_channels = merge * s.ocg;
+  d.flags &= ~GK_CONV_FLAG_NCHW_INPUT;
+  Shape sub;
+  validate(d, &sub);  // a part of a valid shape
+  return sub;
+}
+
+// Super-group j's OIHW weights: each of its groups' weights on the diagonal, zeros around.
+std::vector<float> super_group_weights(const Shape& s, int64_t merge, int64_t j, const float* w) {
+  const int64_t taps = s.d.kernel_h * s.d.kernel_w, oc = merge * s.ocg, ic = merge * s.icg;
+  std::vector<float> dense(static_cast<size_t>(oc * ic * taps), 0.0f);
+  for (int64_t o = 0; o < oc; ++o) {
+    const float* group_row = w + (j * oc + o) * s.icg * taps;
+    std::copy(group_row, group_row + s.icg * taps, dense.data() + (o * ic + o / s.ocg * s.icg) * taps);
+  }
+  return dense;
+}
+
+// Threads take whole super-groups of whole images (each engine on one thread), unless
+// there are fewer of those than threads.
+class GroupedPrepared final : public Prepared {
+ public:
+  GroupedPrepared(const Shape& s, const float* weights, const float* bias)
+      : s_(s), merge_(group_merge(s)), sub_(super_group_shape(s, merge_)) {
+    const int64_t supers = s.d.groups / merge_;
+    engines_.reserve(static_cast<size_t>(supers));
+    for (int64_t j = 0; j < supers; ++j)
+      engines_.push_back(std::make_unique<PointwiseNchw8>(pointwise_kernel(), sub_,
+                                                          super_group_weights(s, merge_, j, weights).data(),
+                                                          bias ? bias + j * sub_.d.out_channels : nullptr));
+  }
+
+  bool native_layout(gk_layout layout) const override { return layout == GK_LAYOUT_NCHW8; }
+  WorkspaceNeed need() const override { return {0, engines_[0]->workspace_floats()}; }
+
+  void run(const float* input, float* output, const Workspace& ws) const override {
+    const int64_t supers = static_cast<int64_t>(engines_.size()), items = s_.d.batch * supers;
+    const int64_t in_part = sub_.d.in_channels * s_.d.in_height * s_.d.in_width;
+    const int64_t out_part = sub_.d.out_channels * s_.pixels();
+    const int threads = ws.cap(threads_for(s_.flops() * static_cast<double>(merge_)));
+    auto run_item = [&](int64_t item, int engine_threads, const Workspace& w) {
+      engines_[static_cast<size_t>(item % supers)]->run(input + item * in_part, output + item * out_part,
+                                                        engine_threads, w);
+    };
+    if (items < threads) {
+      for (int64_t item = 0; item < items; ++item) run_item(item, threads, ws);
+      return;
+    }
+    parallel_parts(threads, [&](int tid, int nt) {
+      Workspace mine = ws;
+      mine.blocks = ws.block(tid), mine.threads = 1;
+      const Range r = share(items, tid, nt, 1, items);
+      for (int64_t item = r.begin; item < r.end; ++item) run_item(item, 1, mine);
+    });
+  }
+
+ private:
+  Shape s_;
+  int64_t merge_;
+  Shape sub_;
+  std::vector<std::unique_ptr<PointwiseNchw8>> engines_;
+};
+
+std::unique_ptr<Prepared> prepare_engine(const Shape& s, const float* w, const float* b) {
+  if (s.d.groups > 1) return std::make_unique<GroupedPrepared>(s, w, b);
+  return std::make_unique<PointwisePrepared>(s, w, b);
+}
+
 // The shape the engines run: an NCHW8 one, or an NHWC one's NCHW8 form (through NCHW8
 // copies, prepare_in_layout); false when neither.
 bool engine_shape(const Shape& s, Shape* engine) {
@@ -48,18 +143,21 @@ bool engine_shape(const Shape& s, Shape* engine) {
   return nchw8_form(s, engine);
 }
 
-// What both engines need: NCHW8 (or NHWC with an NCHW8 form), one group, pointwise kernels
-// that serve the shape.
+// What both engines need: NCHW8 (or NHWC with an NCHW8 form), groups that merge into
+// whole blocks, pointwise kernels that serve the shape.
 std::string engine_unusable(const Shape& s) {
   Shape e;
   if (!engine_shape(s, &e)) return "runs NCHW8, or NHWC of 8+ input channels through NCHW8 copies";
-  if (s.d.groups != 1) return "grouped";
-  if (!PointwiseNchw8::usable(pointwise_kernel(), e)) return "no pointwise kernels in this CPU's kernel";
+  if (s.d.groups > 1 && !group_merge(e))
+    return "groups do not make whole 8-channel blocks within " + std::to_string(kMaxGroupMerge) + " groups";
+  if (!PointwiseNchw8::usable(pointwise_kernel(), e.d.groups > 1 ? super_group_shape(e, group_merge(e)) : e))
+    return "no pointwise kernels in this CPU's kernel";
   return "";
 }
+// Grouped shapes never run direct: a super-group has whole blocks of input channels.
 bool engine_runs_direct(const Shape& s) {
   Shape e;
-  return engine_shape(s, &e) && PointwiseNchw8::runs_direct(e);
+  return engine_shape(s, &e) && s.d.groups == 1 && PointwiseNchw8::runs_direct(e);
 }
 
 class PointwiseAlgorithm final : public Algorithm {
@@ -72,7 +170,7 @@ class PointwiseAlgorithm final : public Algorithm {
     return engine_runs_direct(s) ? "under 8 input channels (direct_nchw8 serves)" : "";
   }
   std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t) const override {
-    return std::make_unique<PointwisePrepared>(s, w, b);
+    return prepare_engine(s, w, b);
   }
 };
 
