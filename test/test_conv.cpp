@@ -280,10 +280,11 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
 }
 
 // Grouped convolutions on the NCHW8 engine (a super-group of whole channel blocks at a
-// time), forced and chosen by AUTO: channels per group 1..64 with odd ones, input and
-// output group widths apart, groups merged in pairs and fours, 1x1 and 3x3 with strides,
-// padding and dilation, NCHW8 and NHWC (through NCHW8 copies), batch 1..3, 1 and 2 threads
-// (the residual: ConvResidual's grouped shapes). Shapes the engine does not serve are refused.
+// time, direct or on im2col chunks), forced and chosen by AUTO: channels per group 1..64
+// with odd ones, input and output group widths apart, groups merged in pairs and fours,
+// 1x1 and 3x3 with strides, padding and dilation, NCHW8 and NHWC (through NCHW8 copies),
+// batch 1..3, 1 and 2 threads (the residual: ConvResidual's grouped shapes). Shapes the
+// engine does not serve are refused.
 TEST(Conv, GroupedOnTheNchw8Engine) {
   std::mt19937 rng(1931);
   auto pick = [&](int lo, int hi) { return int64_t(lo + int(rng() % unsigned(hi - lo + 1))); };
@@ -304,7 +305,9 @@ TEST(Conv, GroupedOnTheNchw8Engine) {
       d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = pick(0, 1);
       d.dilation_h = d.dilation_w = i % 5 == 4 ? 2 : 1;
     }
-    d.in_height = pick(5, 16), d.in_width = pick(5, 16);
+    // Rows up to 40 wide: the engine runs a super-group direct on rows with a whole 12-pixel
+    // tile inside the image, on im2col chunks otherwise.
+    d.in_height = pick(5, 16), d.in_width = i % 2 ? pick(26, 40) : pick(5, 16);
     d.layout = i % 3 == 2 ? GK_LAYOUT_NHWC : GK_LAYOUT_NCHW8;
     d.activation = gk_activation(i % 3);
     SCOPED_TRACE(gktest::describe(d));

@@ -84,7 +84,7 @@ std::vector<gk_conv_desc> small_shapes() {
   d.dilation_h = d.dilation_w = 2;
   v.push_back(d);
   v.push_back(conv(2, 32, 9, 10, 48, 3, 2, 1, 4));    // groups of 8 in, 12 out (merged in pairs)
-  v.push_back(conv(1, 64, 12, 11, 64, 3, 1, 1, 4));   // groups of whole blocks, 2 threads
+  v.push_back(conv(1, 64, 12, 30, 64, 3, 1, 1, 4));   // groups of whole blocks, direct, 2 threads
   v.push_back(conv(1, 21, 24, 26, 21, 3, 1, 1, 21));  // depthwise
   v.push_back(conv(1, 9, 17, 15, 18, 5, 2, 2, 9));    // depthwise, multiplier 2, stride 2
   v.push_back(conv(1, 3, 23, 21, 24, 7, 2, 3));       // a stem: border pixels

@@ -84,7 +84,9 @@ std::vector<float> super_group_weights(const Shape& s, int64_t merge, int64_t j,
 }
 
 // Threads take whole super-groups of whole images (each engine on one thread), unless
-// there are fewer of those than threads.
+// there are fewer of those than threads. The engines run direct where rows are wide enough
+// (PointwiseNchw8::direct_on_blocks_pays), so a super-group's few channels are not
+// gathered into im2col chunks first.
 class GroupedPrepared final : public Prepared {
  public:
   GroupedPrepared(const Shape& s, const float* weights, const float* bias)
@@ -94,7 +96,8 @@ class GroupedPrepared final : public Prepared {
     for (int64_t j = 0; j < supers; ++j)
       engines_.push_back(std::make_unique<PointwiseNchw8>(pointwise_kernel(), sub_,
                                                           super_group_weights(s, merge_, j, weights).data(),
-                                                          bias ? bias + j * sub_.d.out_channels : nullptr));
+                                                          bias ? bias + j * sub_.d.out_channels : nullptr,
+                                                          /*direct_on_blocks=*/true));
   }
 
   bool native_layout(gk_layout layout) const override { return layout == GK_LAYOUT_NCHW8; }

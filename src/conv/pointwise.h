@@ -38,8 +38,18 @@ class PointwiseNchw8 {
   // image in place (1x1) or on im2col chunks.
   static bool runs_direct(const Shape& s);
 
-  // weights: OIHW; bias: nullptr or out_channels.
-  PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const float* weights, const float* bias);
+  // Whether `s` can run direct on whole channel blocks (direct_on_blocks): NCHW8 input,
+  // channels a multiple of 8, not a 1x1 in place.
+  static bool direct_on_blocks_serves(const Shape& s);
+  // Where it serves and pays (rows wide enough).
+  static bool direct_on_blocks_pays(const Shape& s);
+
+  // weights: OIHW; bias: nullptr or out_channels. direct_on_blocks: run direct rather than
+  // on im2col chunks where that pays, a tap per (kernel position, channel block); asked for
+  // few channels (a grouped convolution's super-groups), where gathering the chunks costs
+  // as much as the arithmetic.
+  PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const float* weights, const float* bias,
+                 bool direct_on_blocks = false);
 
   // One image, y NCHW8 and x NCHW8, or NCHW where reads_nchw_input(); the padding channels
   // of y's last block are zeroed.
@@ -66,7 +76,7 @@ class PointwiseNchw8 {
     int64_t block, pixel;
   };
   bool gathers() const;  // im2col chunks (else the image is read in place)
-  bool direct() const;   // under 8 input channels: run_direct
+  bool direct() const { return direct_; }  // run_direct: under 8 input channels, or direct_on_blocks
   int64_t dense_row_floats() const;
   int64_t chunk_floats() const;
   Strides strides() const;
@@ -79,9 +89,11 @@ class PointwiseNchw8 {
     int64_t per_row, run, step;
   };
   DirectTaps direct_taps() const;
-  // Tap a of a kernel row: its first float from a pixel's input column in that row (and in
-  // the zero row, NCHW8).
+  // Tap a of a kernel row: its first float from a pixel's input column in that row; and in
+  // the zero row.
   int64_t tap_float(int64_t a) const;
+  int64_t zero_row_float(int64_t a) const;
+  int64_t image_floats() const;  // one image's input
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
                  float* stage) const;
   // The border pixels waiting for run_border, in a thread's workspace (no heap memory).
@@ -104,6 +116,7 @@ class PointwiseNchw8 {
   int activation_;
   bool has_bias_;
   bool add_;     // adding to the output: the kernels accumulate from the first K block on
+  bool direct_;
   bool planar_;  // direct, on an NCHW input
   int64_t in_blocks_, taps_;
   int64_t k_rows_;          // rows of a panel's weights: in_channels, or taps x channel_stride_
