@@ -136,8 +136,8 @@ std::unique_ptr<Prepared> prepare_engine(const Shape& s, const float* w, const f
   return std::make_unique<PointwisePrepared>(s, w, b);
 }
 
-// The shape the engines run: an NCHW8 one, or an NHWC one's NCHW8 form (through NCHW8
-// copies, prepare_in_layout); false when neither.
+// The shape the engines run: an NCHW8 one, or an NHWC one's NCHW8 form (on the copies of
+// prepare_in_layout); false when neither.
 bool engine_shape(const Shape& s, Shape* engine) {
   if (s.d.layout == GK_LAYOUT_NCHW8) {
     *engine = s;
@@ -150,7 +150,9 @@ bool engine_shape(const Shape& s, Shape* engine) {
 // whole blocks, pointwise kernels that serve the shape.
 std::string engine_unusable(const Shape& s) {
   Shape e;
-  if (!engine_shape(s, &e)) return "runs NCHW8, or NHWC of 8+ input channels through NCHW8 copies";
+  if (!engine_shape(s, &e)) return "runs NCHW8, or NHWC (input NHWC too) through copies";
+  if (s.d.layout == GK_LAYOUT_NHWC && e.in_layout == GK_LAYOUT_NCHW && !PointwiseNchw8::runs_direct(e))
+    return "NHWC under 8 input channels: only the direct engine reads the input's NCHW copy";
   if (s.d.groups > 1 && !group_merge(e))
     return "groups do not make whole 8-channel blocks within " + std::to_string(kMaxGroupMerge) + " groups";
   if (!PointwiseNchw8::usable(pointwise_kernel(), e.d.groups > 1 ? super_group_shape(e, group_merge(e)) : e))

@@ -124,12 +124,13 @@ struct PhaseTimes {
 };
 void set_phase_times(PhaseTimes* sink);  // nullptr: off
 
-// An NHWC shape that algorithms without an NHWC form run as its NCHW8 form on NCHW8
-// copies: its input NHWC too, 8 or more input channels. *s8: that form.
+// An NHWC shape (its input NHWC too) that algorithms without an NHWC form run as its NCHW8
+// form on copies: NCHW8 ones, or under 8 input channels an NCHW input copy
+// (GK_CONV_FLAG_NCHW_INPUT) where the algorithm reads that in place. *s8: that form.
 bool nchw8_form(const Shape& s, Shape* s8);
 // An algorithm prepared for a shape: a.prepare(s, ...), except that for an NHWC shape with
 // an NCHW8 form an algorithm that does not run NHWC (runs_nhwc) but runs that form in place
-// runs it on NCHW8 copies. nullptr (the last error set) when out of memory.
+// runs it on copies (nchw8_form). nullptr (the last error set) when out of memory.
 std::unique_ptr<Prepared> prepare_in_layout(const Algorithm& a, const Shape& s, const float* weights,
                                             const float* bias, int64_t tuning);
 

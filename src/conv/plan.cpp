@@ -199,7 +199,12 @@ namespace {
 // and NCHW8 brings the blocked forms (Winograd's in-place tiles, the GEMM's blocked C).
 class ThroughNchw8 final : public Prepared {
  public:
-  ThroughNchw8(const Shape& outer, std::unique_ptr<Prepared> inner) : s_(outer), inner_(std::move(inner)) {}
+  // inner: prepared for the NCHW8 form; it reads an NCHW copy of the input where the form's
+  // input is NCHW and inner reads that in place (a stem), else an NCHW8 one.
+  ThroughNchw8(const Shape& outer, const Shape& form, std::unique_ptr<Prepared> inner)
+      : s_(outer),
+        inner_(std::move(inner)),
+        in_layout_(form.in_layout == GK_LAYOUT_NCHW && inner_->reads_nchw_input() ? GK_LAYOUT_NCHW : GK_LAYOUT_NCHW8) {}
   bool native_layout(gk_layout layout) const override { return layout == GK_LAYOUT_NHWC; }
   WorkspaceNeed need() const override {
     const WorkspaceNeed n = inner_->need();
@@ -209,7 +214,7 @@ class ThroughNchw8 final : public Prepared {
     const gk_conv_desc& d = s_.d;
     float* in8 = ws.shared;
     float* out8 = ws.shared + in_floats();
-    gk_convert_layout(input, GK_LAYOUT_NHWC, in8, GK_LAYOUT_NCHW8, d.batch, d.in_channels, d.in_height, d.in_width);
+    gk_convert_layout(input, GK_LAYOUT_NHWC, in8, in_layout_, d.batch, d.in_channels, d.in_height, d.in_width);
     if (s_.adds_to_output())
       gk_convert_layout(output, GK_LAYOUT_NHWC, out8, GK_LAYOUT_NCHW8, d.batch, d.out_channels, s_.oh, s_.ow);
     inner_->run(in8, out8, Workspace{ws.shared + copies(), ws.blocks, ws.stride, ws.threads});
@@ -218,22 +223,25 @@ class ThroughNchw8 final : public Prepared {
 
  private:
   int64_t in_floats() const {
-    return round_to_line(gk_tensor_size(GK_LAYOUT_NCHW8, s_.d.batch, s_.d.in_channels, s_.d.in_height, s_.d.in_width));
+    return round_to_line(gk_tensor_size(in_layout_, s_.d.batch, s_.d.in_channels, s_.d.in_height, s_.d.in_width));
   }
   int64_t copies() const {
     return in_floats() + round_to_line(gk_tensor_size(GK_LAYOUT_NCHW8, s_.d.batch, s_.d.out_channels, s_.oh, s_.ow));
   }
   Shape s_;
   std::unique_ptr<Prepared> inner_;
+  gk_layout in_layout_;  // of the input copy
 };
 }  // namespace
 
 bool nchw8_form(const Shape& s, Shape* s8) {
-  // Under 8 input channels NCHW8 pads them to 8: an RGB stem's im2col GEMM ran 1.7-2.5x
-  // slower through NCHW8 than through NCHW (ResNet-18's conv1, 8.9 against 3.6-5.3 ms).
-  if (s.d.layout != GK_LAYOUT_NHWC || s.in_layout != GK_LAYOUT_NHWC || s.d.in_channels < 8) return false;
+  if (s.d.layout != GK_LAYOUT_NHWC || s.in_layout != GK_LAYOUT_NHWC) return false;
   gk_conv_desc d8 = s.d;
   d8.layout = GK_LAYOUT_NCHW8;
+  // Under 8 input channels NCHW8 would pad them to 8; the form's input is NCHW instead
+  // (GK_CONV_FLAG_NCHW_INPUT), 3 planes of an RGB image, which the stems' direct engine
+  // reads in place.
+  if (s.d.in_channels < 8) d8.flags |= GK_CONV_FLAG_NCHW_INPUT;
   return validate(d8, s8);
 }
 
@@ -243,7 +251,11 @@ std::unique_ptr<Prepared> prepare_in_layout(const Algorithm& a, const Shape& s, 
   if (!a.runs_nhwc(s) && nchw8_form(s, &s8) && a.unusable_reason(s8).empty()) {
     std::unique_ptr<Prepared> p8 = a.prepare(s8, weights, bias, tuning);
     if (!p8) return nullptr;
-    if (p8->native_layout(GK_LAYOUT_NCHW8)) return std::make_unique<ThroughNchw8>(s, std::move(p8));
+    // Under 8 channels only where the NCHW copy is read in place: padded to NCHW8, an RGB
+    // stem's im2col GEMM ran 1.7-2.5x slower than through NCHW (ResNet-18's conv1, 8.9
+    // against 3.6-5.3 ms).
+    const bool padded_stem = s8.in_layout == GK_LAYOUT_NCHW && !p8->reads_nchw_input();
+    if (p8->native_layout(GK_LAYOUT_NCHW8) && !padded_stem) return std::make_unique<ThroughNchw8>(s, s8, std::move(p8));
   }
   return a.prepare(s, weights, bias, tuning);
 }
