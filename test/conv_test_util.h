@@ -38,14 +38,11 @@ inline std::string describe(const gk_conv_desc& d) {
   return o.str();
 }
 
-// An NHWC descriptor (NHWC in and out) that the NCHW8 engines serve on copies: 8 or more
-// input channels, or under 8 where the direct engine reads an NCHW copy of the input (any
-// convolution but a 1x1 read in place).
+// An NHWC descriptor (NHWC in and out) that the NCHW8 engines serve: a 1x1 in place reads
+// the NHWC rows, others run on copies (NCHW8 ones, or under 8 input channels an NCHW copy
+// of the input that the direct engine reads).
 inline bool nhwc_with_nchw8_form(const gk_conv_desc& d) {
-  if (d.layout != GK_LAYOUT_NHWC || (d.flags & GK_CONV_FLAG_NCHW_INPUT)) return false;
-  const bool in_place_1x1 = d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 &&
-                            !d.pad_top && !d.pad_left && !d.pad_bottom && !d.pad_right;
-  return d.in_channels >= 8 || !in_place_1x1;
+  return d.layout == GK_LAYOUT_NHWC && !(d.flags & GK_CONV_FLAG_NCHW_INPUT);
 }
 
 // Whether the NCHW8 engines serve d's grouping: ungrouped, or up to 4 consecutive groups

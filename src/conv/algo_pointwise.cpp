@@ -1,6 +1,7 @@
 // The NCHW8 engines on the ISA's pointwise kernels (conv/pointwise.h), as algorithms of
 // their own so that plans, GEMMKIT_VERBOSE and Fast-Run name what runs:
-//  - pointwise_nchw8: a 1x1 read in place, other kernels and strides from im2col chunks;
+//  - pointwise_nchw8: a 1x1 read in place (NCHW8, or NHWC rows), other kernels and strides
+//    from im2col chunks;
 //  - direct_nchw8: under 8 input channels (RGB stems), the image read through tap offsets.
 // AUTO prefers them to gemm_1x1 and im2col_gemm in NCHW8 (plan.cpp); those then run the
 // same layers as GEMMs with B packed from the blocked image, which Fast-Run times beside.
@@ -17,22 +18,36 @@ namespace gk {
 namespace conv {
 namespace {
 
+// An NHWC 1x1 read in place runs the whole batch as one image of batch x height rows:
+// its pixels are consecutive rows either way.
+Shape engine_image(const Shape& s) {
+  if (!PointwiseNchw8::reads_nhwc(s) || s.d.batch == 1) return s;
+  gk_conv_desc d = s.d;
+  d.in_height *= d.batch, d.batch = 1;
+  Shape one;
+  validate(d, &one);  // the same tensor as s's
+  return one;
+}
+
 class PointwisePrepared final : public Prepared {
  public:
   PointwisePrepared(const Shape& s, const float* weights, const float* bias)
-      : s_(s), engine_(pointwise_kernel(), s, weights, bias) {}
+      : s_(engine_image(s)), engine_(pointwise_kernel(), s_, weights, bias) {}
 
-  bool native_layout(gk_layout layout) const override { return layout == GK_LAYOUT_NCHW8; }
+  bool native_layout(gk_layout layout) const override {
+    return layout == (PointwiseNchw8::reads_nhwc(s_) ? GK_LAYOUT_NHWC : GK_LAYOUT_NCHW8);
+  }
   bool reads_nchw_input() const override { return engine_.reads_nchw_input(); }
   WorkspaceNeed need() const override { return {0, engine_.workspace_floats()}; }
 
-  // Per image; the engine zeroes the padding channels of the output's last block.
+  // Per image; the engine zeroes the padding channels of an NCHW8 output's last block.
   void run(const float* input, float* output, const Workspace& ws) const override {
     const gk_conv_desc& d = s_.d;
     const int64_t pixels = s_.pixels();
     const bool planar_in = s_.in_layout == GK_LAYOUT_NCHW && engine_.reads_nchw_input();
-    const int64_t in_image = (planar_in ? d.in_channels : round_up8(d.in_channels)) * d.in_height * d.in_width;
-    const int64_t out_image = round_up8(d.out_channels) * pixels;
+    const bool nhwc = PointwiseNchw8::reads_nhwc(s_);
+    const int64_t in_image = (planar_in || nhwc ? d.in_channels : round_up8(d.in_channels)) * d.in_height * d.in_width;
+    const int64_t out_image = (nhwc ? d.out_channels : round_up8(d.out_channels)) * pixels;
     const int threads = ws.cap(threads_for(2.0 * s_.ocg * pixels * s_.k_gemm));
     for (int64_t n = 0; n < d.batch; ++n) engine_.run(input + n * in_image, output + n * out_image, threads, ws);
   }
@@ -151,7 +166,8 @@ bool engine_shape(const Shape& s, Shape* engine) {
 std::string engine_unusable(const Shape& s) {
   Shape e;
   if (!engine_shape(s, &e)) return "runs NCHW8, or NHWC (input NHWC too) through copies";
-  if (s.d.layout == GK_LAYOUT_NHWC && e.in_layout == GK_LAYOUT_NCHW && !PointwiseNchw8::runs_direct(e))
+  if (s.d.layout == GK_LAYOUT_NHWC && e.in_layout == GK_LAYOUT_NCHW && !PointwiseNchw8::runs_direct(e) &&
+      !PointwiseNchw8::reads_nhwc(s))
     return "NHWC under 8 input channels: only the direct engine reads the input's NCHW copy";
   if (s.d.groups > 1 && !group_merge(e))
     return "groups do not make whole 8-channel blocks within " + std::to_string(kMaxGroupMerge) + " groups";
@@ -169,6 +185,7 @@ class PointwiseAlgorithm final : public Algorithm {
  public:
   gk_conv_algo id() const override { return GK_CONV_ALGO_POINTWISE_NCHW8; }
   const char* name() const override { return "pointwise_nchw8"; }
+  bool runs_nhwc(const Shape& s) const override { return s.d.groups == 1 && PointwiseNchw8::reads_nhwc(s); }
   std::string unusable_reason(const Shape& s) const override {
     const std::string why = engine_unusable(s);
     if (!why.empty()) return why;

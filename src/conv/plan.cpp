@@ -44,10 +44,12 @@ std::string auto_reason_against(const Algorithm* a, const Shape& s) {
       // 207: AVX-512 pointwise kernels against AVX2 4x24, 1 thread, interleaved, the five
       // networks' layers that Winograd does not take): 2.0-2.4x faster per network
       // (ResNet-50 47 against 110 ms), the 3-channel stems 2.5-3.9x.
-      // In NHWC the engine runs on NCHW8 copies, which a 1x1 pays for only on small planes
-      // (MobileNetV2's 1x1 layers, 1 thread, engine through copies against gemm_1x1 in
-      // place: 7x7 0.21 vs 0.32 ms, 14x14 0.105 vs 0.089, 112x112 1.15 vs 0.75).
-      if (a->id() == GK_CONV_ALGO_GEMM_1X1 && s.d.layout == GK_LAYOUT_NHWC && s.pixels() > kNhwcEngine1x1MaxPixels)
+      // In NHWC the engine reads a 1x1's rows in place; a strided 1x1 it runs on NCHW8
+      // copies, which pay only on small planes (MobileNetV2's 1x1 layers, 1 thread, engine
+      // through copies against gemm_1x1 in place: 7x7 0.21 vs 0.32 ms, 14x14 0.105 vs 0.089,
+      // 112x112 1.15 vs 0.75).
+      if (a->id() == GK_CONV_ALGO_GEMM_1X1 && s.d.layout == GK_LAYOUT_NHWC && !pointwise_nchw8_algorithm()->runs_nhwc(s) &&
+          s.pixels() > kNhwcEngine1x1MaxPixels)
         return "";
       if (pointwise_nchw8_algorithm()->unusable_reason(s).empty() || direct_nchw8_algorithm()->unusable_reason(s).empty())
         return "AUTO prefers the pointwise kernels' engine in NCHW8";

@@ -81,6 +81,10 @@ Columns direct_columns(const Shape& s) {
   return {lo, std::max(lo, std::min(s.ow, last < 0 ? 0 : last / sw + 1))};
 }
 
+bool PointwiseNchw8::reads_nhwc(const Shape& s) {
+  return s.d.layout == GK_LAYOUT_NHWC && s.in_layout == GK_LAYOUT_NHWC && in_place(s);
+}
+
 bool PointwiseNchw8::direct_on_blocks_serves(const Shape& s) {
   return s.in_layout == GK_LAYOUT_NCHW8 && s.d.in_channels % 8 == 0 && !in_place(s);
 }
@@ -97,6 +101,7 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
     : s_(s), has_bias_(bias != nullptr), add_(s.adds_to_output()) {
   const gk_conv_desc& d = s.d;
   direct_ = runs_direct(s) || (direct_on_blocks && direct_on_blocks_pays(s));
+  nhwc_ = reads_nhwc(s);
   activation_ = static_cast<int>(make_epilogue(s, nullptr, 0).act);
   in_blocks_ = ceil_div(d.in_channels, 8);
   taps_ = d.kernel_h * d.kernel_w;
@@ -165,6 +170,10 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
 // or for an image read in place its staged partial tile (6 pixels of every block), or
 // direct: the border pixels' gathered rows and their outputs.
 constexpr int64_t kStagedOutput = kMaxPanelWidth * kMaxPointwiseMr;
+// NHWC: a panel's outputs of up to kNhwcStagePixels pixels, staged blocked for the kernel
+// ([NR / 8][pixel][8]) and then stored into the NHWC rows; then a partial tile's input.
+constexpr int64_t kNhwcStagePixels = 48;  // a multiple of every MR
+constexpr int64_t kNhwcStage = kMaxPanelWidth * kNhwcStagePixels;
 constexpr int64_t kBorderPixels = 48;  // border pixels per batch (a multiple of every MR)
 // Direct: the taps (kernel_h x per_row) and up to kBorderPixels + ow waiting border
 // pixels (a row adds at most ow to fewer than kBorderPixels), int64 each.
@@ -175,12 +184,14 @@ int64_t PointwiseNchw8::direct_lists_floats() const {
 int64_t PointwiseNchw8::workspace_floats() const {
   if (direct())
     return kStagedOutput + round_up(kBorderPixels * (dense_row_floats() + kMaxPanelWidth), 16) + direct_lists_floats();
+  if (nhwc_) return kNhwcStage + round_up(in_blocks_ * 8 * kMaxPointwiseMr, 16);
   return kStagedOutput + (gathers() ? chunk_floats() : in_blocks_ * kMaxPointwiseMr * 8);
 }
 
 // In place: the image (blocks of `pixels` pixels of 8 floats); im2col: the chunk's row
 // blocks.
 PointwiseNchw8::Strides PointwiseNchw8::strides() const {
+  if (nhwc_) return {8, s_.d.in_channels};
   if (!gathers()) return {s_.pixels() * 8, 8};
   return {chunk_pixels_ * 8, 8};
 }
@@ -378,6 +389,54 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
   copy_tile_pixels(out, pixels * 8, ys, tile, p.nr / 8, real);
 }
 
+// NHWC, in place: pixels [p0, p1) of panel p, K rows [k0, k0 + K block) read from the
+// image's rows (`a`: pixel p0's channel k0; pixels in_channels floats apart), the outputs
+// staged blocked, up to kNhwcStagePixels at a time, then stored into the NHWC rows (only
+// the real channels of a panel past the last one). A partial last tile reads its pixels
+// from a copy padded with zeros, so no call reads past the image.
+GK_POINTWISE_TARGET void PointwiseNchw8::run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, float* y,
+                                                        int64_t p0, int64_t p1, float* stage) const {
+  const int64_t ic = s_.d.in_channels, oc = s_.d.out_channels, rows = std::min(k_block_, k_rows_ - k0);
+  const bool last = k0 + rows == k_rows_;
+  const int64_t lanes_last = std::min<int64_t>(p.nr, oc - p.oc0);  // real channels of the panel
+  float* xs = stage + kNhwcStage;
+  gk_pointwise_args args;
+  args.w = w_.data() + p.weights + k0 * p.nr;
+  args.full_blocks = rows / 8;
+  args.tail_channels = rows % 8;
+  args.bias = has_bias_ && last ? bias_.data() + p.oc0 : nullptr;
+  args.activation = last ? activation_ : 0;
+  args.accumulate = k0 > 0 || add_;
+  args.x_block_stride = 8, args.y_block_stride = kNhwcStagePixels * 8;
+  for (int64_t t0 = p0; t0 < p1; t0 += kNhwcStagePixels) {
+    const int64_t n = std::min(kNhwcStagePixels, p1 - t0), whole = n / p.mr * p.mr;
+    float* out = y + t0 * oc + p.oc0;
+    if (args.accumulate)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t c = 0; c < lanes_last; c += 8)
+          copy_run(stage + c / 8 * kNhwcStagePixels * 8 + i * 8, out + i * oc + c, std::min<int64_t>(8, lanes_last - c));
+    if (whole > 0) {
+      args.x = a + (t0 - p0) * ic, args.x_row_stride = ic;
+      args.y = stage, args.tiles = whole / p.mr;
+      p.fn(&args);
+    }
+    if (whole < n) {  // the layer's last pixels
+      const int64_t real = n - whole, row = round_up(rows, 8);
+      for (int64_t i = 0; i < p.mr; ++i) {
+        const int64_t copied = i < real ? rows : 0;
+        copy_run(xs + i * row, a + (t0 - p0 + whole + i) * ic, copied);
+        zero_run(xs + i * row + copied, row - copied);
+      }
+      args.x = xs, args.x_row_stride = row;
+      args.y = stage + whole * 8, args.tiles = 1;
+      p.fn(&args);
+    }
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < lanes_last; c += 8)
+        copy_run(out + i * oc + c, stage + c / 8 * kNhwcStagePixels * 8 + i * 8, std::min<int64_t>(8, lanes_last - c));
+  }
+}
+
 // Work items are (pixel chunk, range of panels). Weights that fit: the ranges are the
 // panel groups, items group-major, one pass over the rows. Else Goto's order: per chunk,
 // for each K block, the chunk's rows of that block (gathered into L2) against each
@@ -423,12 +482,18 @@ void PointwiseNchw8::run_gathered(const float* x, float* y, int threads, const W
         if (gathers()) gather_chunk(x, c0, c1 - c0, k0, chunk);
         // Pixel c0 + i of this K block at a0 + i * st.pixel.
         const float* a0 = gathers() ? chunk : x + (k0 / 8) * st.block + c0 * st.pixel;
-        for (int64_t pi = panels.begin; pi < panels.end; ++pi)
-          run_tiles(panels_[static_cast<size_t>(pi)], k0, a0, st, y, c0, c1, work);
+        for (int64_t pi = panels.begin; pi < panels.end; ++pi) {
+          const Panel& p = panels_[static_cast<size_t>(pi)];
+          if (nhwc_) {
+            run_tiles_nhwc(p, k0, a0, y, c0, c1, work);
+          } else {
+            run_tiles(p, k0, a0, st, y, c0, c1, work);
+          }
+        }
       }
       // The chunk's padding channels, while its output is in L1 (a pass over the whole
       // last block afterwards read it back from L2: 3.5% of a 24 -> 58 channel layer).
-      if (panels.end == npanels) zero_padding_channels(y, c0, c1);
+      if (panels.end == npanels && !nhwc_) zero_padding_channels(y, c0, c1);
     }
   });
 }

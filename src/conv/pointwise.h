@@ -38,6 +38,9 @@ class PointwiseNchw8 {
   // image in place (1x1) or on im2col chunks.
   static bool runs_direct(const Shape& s);
 
+  // Whether `s` runs NHWC in and out: a 1x1 in place, the image's rows read in place, the
+  // outputs stored into NHWC rows through a staged tile.
+  static bool reads_nhwc(const Shape& s);
   // Whether `s` can run direct on whole channel blocks (direct_on_blocks): NCHW8 input,
   // channels a multiple of 8, not a 1x1 in place.
   static bool direct_on_blocks_serves(const Shape& s);
@@ -51,8 +54,8 @@ class PointwiseNchw8 {
   PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const float* weights, const float* bias,
                  bool direct_on_blocks = false);
 
-  // One image, y NCHW8 and x NCHW8, or NCHW where reads_nchw_input(); the padding channels
-  // of y's last block are zeroed.
+  // One image, y NCHW8 and x NCHW8, or NCHW where reads_nchw_input(), or both NHWC where
+  // reads_nhwc(); the padding channels of an NCHW8 y's last block are zeroed.
   // ws: one block of workspace_floats() per thread (threads <= ws.threads).
   void run(const float* x, float* y, int threads, const Workspace& ws) const;
   // Under 8 input channels with an NCHW input (GK_CONV_FLAG_NCHW_INPUT): the image's planes
@@ -96,6 +99,8 @@ class PointwiseNchw8 {
   int64_t image_floats() const;  // one image's input
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
                  float* stage) const;
+  void run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, float* y, int64_t p0, int64_t p1,
+                      float* stage) const;
   // The border pixels waiting for run_border, in a thread's workspace (no heap memory).
   struct PixelList {
     int64_t* data;
@@ -117,6 +122,7 @@ class PointwiseNchw8 {
   bool has_bias_;
   bool add_;     // adding to the output: the kernels accumulate from the first K block on
   bool direct_;
+  bool nhwc_;    // reads_nhwc
   bool planar_;  // direct, on an NCHW input
   int64_t in_blocks_, taps_;
   int64_t k_rows_;          // rows of a panel's weights: in_channels, or taps x channel_stride_
