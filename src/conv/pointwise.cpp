@@ -348,9 +348,10 @@ bool PointwiseNchw8::Panel::one_pixel_calls_pay(int64_t pixels, int64_t blocked,
 // runs past the last pixel has its input staged (read in place: copied into a zero-padded
 // MR-pixel image; an im2col chunk is zero-padded already) and its output too, and the real
 // pixels copied out (the kernel reads and writes whole tiles).
-void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0,
-                               int64_t p1, float* stage) const {
-  const int64_t pixels = s_.pixels(), rows = std::min(k_block_, k_rows_ - k0);
+// Panel p's weights, rows and epilogue for the K block from row k0: bias and activation
+// with the last block, the output accumulated from the first (adding the residual) on.
+gk_pointwise_args PointwiseNchw8::block_args(const Panel& p, int64_t k0) const {
+  const int64_t rows = std::min(k_block_, k_rows_ - k0);
   const bool last = k0 + rows == k_rows_;
   gk_pointwise_args args;
   args.w = w_.data() + p.weights + k0 * p.nr;
@@ -358,7 +359,14 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
   args.tail_channels = rows % 8;
   args.bias = has_bias_ && last ? bias_.data() + p.oc0 : nullptr;
   args.activation = last ? activation_ : 0;
-  args.accumulate = k0 > 0 || add_;  // the first K block adds the residual
+  args.accumulate = k0 > 0 || add_;
+  return args;
+}
+
+void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0,
+                               int64_t p1, float* stage) const {
+  const int64_t pixels = s_.pixels(), rows = std::min(k_block_, k_rows_ - k0);
+  gk_pointwise_args args = block_args(p, k0);
   args.x = a, args.x_block_stride = st.block, args.x_row_stride = st.pixel;
   args.y = y + (p.oc0 / 8) * pixels * 8 + p0 * 8, args.y_block_stride = pixels * 8;
   args.tiles = (p1 - p0) / p.mr;
@@ -397,16 +405,9 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
 GK_POINTWISE_TARGET void PointwiseNchw8::run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, float* y,
                                                         int64_t p0, int64_t p1, float* stage) const {
   const int64_t ic = s_.d.in_channels, oc = s_.d.out_channels, rows = std::min(k_block_, k_rows_ - k0);
-  const bool last = k0 + rows == k_rows_;
   const int64_t lanes_last = std::min<int64_t>(p.nr, oc - p.oc0);  // real channels of the panel
   float* xs = stage + kNhwcStage;
-  gk_pointwise_args args;
-  args.w = w_.data() + p.weights + k0 * p.nr;
-  args.full_blocks = rows / 8;
-  args.tail_channels = rows % 8;
-  args.bias = has_bias_ && last ? bias_.data() + p.oc0 : nullptr;
-  args.activation = last ? activation_ : 0;
-  args.accumulate = k0 > 0 || add_;
+  gk_pointwise_args args = block_args(p, k0);
   args.x_block_stride = 8, args.y_block_stride = kNhwcStagePixels * 8;
   for (int64_t t0 = p0; t0 < p1; t0 += kNhwcStagePixels) {
     const int64_t n = std::min(kNhwcStagePixels, p1 - t0), whole = n / p.mr * p.mr;

@@ -97,6 +97,7 @@ class PointwiseNchw8 {
   int64_t tap_float(int64_t a) const;
   int64_t zero_row_float(int64_t a) const;
   int64_t image_floats() const;  // one image's input
+  gk_pointwise_args block_args(const Panel& p, int64_t k0) const;
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
                  float* stage) const;
   void run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, float* y, int64_t p0, int64_t p1,
