@@ -152,6 +152,10 @@ typedef enum {
   GK_CONV_ALGO_FASTRUN, /* measure the candidates on this machine, keep the fastest */
   GK_CONV_ALGO_IM2COL_GEMM,
   GK_CONV_ALGO_GEMM_1X1,
+  /* NCHW (other layouts through copies), any grouping: register tiles of 4 output channels
+   * by a row's columns (or several narrow rows) over zero-padded, stride-split copies of
+   * the input rows. AUTO takes it for grouped convolutions of small groups that the NCHW8
+   * engine does not serve. */
   GK_CONV_ALGO_DIRECT,
   GK_CONV_ALGO_DEPTHWISE,
   GK_CONV_ALGO_WINOGRAD_F23,

@@ -279,6 +279,67 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
   }
 }
 
+// The direct algorithm's register tiles (algo_direct.cpp), forced, on every kernel this CPU
+// has (16 lanes on AVX-512 where a row has 16 columns, else 8): output widths across whole
+// tiles and every remainder (1-3 vectors, partial lanes), bands of 1-4 narrow rows with a
+// partial last band, output channels past a 4-channel tile and a 32-channel work item,
+// input channels past one panel (summed in the output), strides 1-3 (stride phases),
+// dilation, asymmetric padding, groups, batch 2, 1 and 2 threads. Then AUTO: direct for
+// grouped layers of small groups in NCHW, a GEMM for wide groups and ungrouped layers.
+TEST(Conv, DirectRegisterTiles) {
+  const int64_t widths[] = {1, 5, 8, 9, 16, 17, 23, 33, 47, 70};
+  const int64_t heights[] = {1, 2, 3, 5, 6, 7};
+  struct Channels {
+    int64_t icg, ocg, groups;
+  };
+  const Channels channels[] = {{1, 1, 1}, {3, 5, 2}, {2, 9, 3}, {5, 36, 1}, {4, 33, 2}, {1, 4, 3}};
+  int i = 0;
+  for (const char* kernel : {"", "avx2-6x16", "generic"}) {
+    if (gk_set_kernel(kernel) != GK_OK) continue;  // not this CPU's
+    for (int64_t ow : widths)
+      for (int r = 0; r < 2; ++r, ++i) {
+        const Channels& ch = channels[i % 6];
+        gk_conv_desc d;
+        gk_conv_desc_init(&d);
+        d.batch = 1 + i % 2, d.groups = ch.groups;
+        d.in_channels = ch.icg * ch.groups, d.out_channels = ch.ocg * ch.groups;
+        // i = 0, 30: 400 input channels a group: more than one panel of input channels.
+        if (i % 30 == 0) d.in_channels = 400 * d.groups;
+        d.kernel_h = 1 + 2 * (i % 3), d.kernel_w = 1 + 2 * ((i + r) % 3);
+        d.stride_h = 1 + (i + 1) % 2, d.stride_w = 1 + i % 3;
+        d.dilation_h = 1 + i % 2, d.dilation_w = 1 + (i / 2) % 2;
+        d.pad_top = i % 2, d.pad_bottom = d.kernel_h / 2, d.pad_left = d.kernel_w / 2, d.pad_right = i % 3 == 0 ? 0 : 1;
+        const int64_t oh = heights[(i + r) % 6];
+        d.in_height = std::max<int64_t>(1, (oh - 1) * d.stride_h + d.dilation_h * (d.kernel_h - 1) + 1 - d.pad_top - d.pad_bottom);
+        d.in_width = std::max<int64_t>(1, (ow - 1) * d.stride_w + d.dilation_w * (d.kernel_w - 1) + 1 - d.pad_left - d.pad_right);
+        d.layout = i % 7 == 0 ? GK_LAYOUT_NCHW8 : GK_LAYOUT_NCHW;
+        d.activation = gk_activation(i % 3);
+        gk_set_num_threads(1 + i % 2);
+        SCOPED_TRACE(std::string("kernel '") + kernel + "' " + gktest::describe(d));
+        EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 4 != 0, uint32_t(i)), GK_CONV_ALGO_DIRECT), "direct");
+        if (HasFailure()) break;
+      }
+    if (HasFailure()) break;
+  }
+  gk_set_kernel(nullptr);
+  gk_set_num_threads(0);
+
+  auto plan_name = [](int64_t channels, int64_t hw, int64_t groups, int64_t kernel) {
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = 1, d.in_channels = d.out_channels = channels, d.in_height = d.in_width = hw, d.groups = groups;
+    d.kernel_h = d.kernel_w = kernel, d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = kernel / 2;
+    d.layout = GK_LAYOUT_NCHW;
+    return gktest::check_conv(gktest::make_conv_case(d, true, 5), GK_CONV_ALGO_AUTO, 200);
+  };
+  EXPECT_EQ(plan_name(64, 12, 16, 3), "direct");       // groups of 4
+  EXPECT_EQ(plan_name(96, 9, 3, 3), "direct");         // groups of 32
+  EXPECT_EQ(plan_name(24, 10, 8, 1), "direct");        // 1x1, groups of 3
+  EXPECT_EQ(plan_name(128, 9, 2, 3), "im2col_gemm");   // groups of 64
+  EXPECT_EQ(plan_name(64, 10, 8, 1), "gemm_1x1");      // 1x1, groups of 8
+  EXPECT_NE(plan_name(32, 12, 1, 3), "direct");        // ungrouped
+}
+
 // Grouped convolutions on the NCHW8 engine (a super-group of whole channel blocks at a
 // time, direct or on im2col chunks), forced and chosen by AUTO: channels per group 1..64
 // with odd ones, input and output group widths apart, groups merged in pairs and fours,

@@ -10,6 +10,7 @@ namespace gk {
 
 typedef float v4 __attribute__((vector_size(16)));
 typedef float v8 __attribute__((vector_size(32)));
+typedef float v16 __attribute__((vector_size(64)));  // AVX-512 helpers
 typedef int v8i __attribute__((vector_size(32)));  // shuffle masks for v8
 typedef int v4i __attribute__((vector_size(16)));  // shuffle masks for v4
 #define GK_INLINE inline __attribute__((always_inline))

@@ -1,160 +1,374 @@
-// Direct convolution for any grouping: each output channel's plane is computed one output
-// row at a time, tap by tap (ic, r, s), as y[ow] += w * x[ow * stride + offset] over the
-// output columns whose input column is inside the image (padding contributes nothing, so
-// no padded copy). The update is vectorized along the row: for stride 1 the input run is
-// contiguous; for a larger stride the input row is first split into its `stride` phases
-// (x[i*stride + ph]), after which every tap reads one phase contiguously. Worth it when
-// each group is too small for a GEMM to pay off. (Channel-wise convolutions have their
-// own algorithm, vectorized over channels: algo_depthwise.cpp.)
-// Threads split the (batch, output channel) planes; bias and activation are applied to
-// each row while it is in L1. Adding to the output, a row starts from the residual in it.
+// Direct convolution for any grouping (NCHW), register-blocked: a tile of 4 output channels
+// by up to 4 vectors of consecutive output columns of one output row stays in registers
+// while every tap (input channel, kernel row, kernel column) adds to it: per tap one load
+// per vector of columns, one broadcast per output channel, 4 x vectors FMAs. The input rows
+// an output row reads are first copied into a panel, zero-padded and split into their
+// stride phases (x_padded[i * stride + phase]), so every tap reads one contiguous run at a
+// fixed offset whatever the padding, stride or dilation, and a tile never needs a bound.
+// Worth it where a group is too small for a GEMM to pay off (grouped layers of a few
+// channels that the NCHW8 engine cannot merge into whole blocks), and a candidate for
+// Fast-Run elsewhere. (Channel-wise convolutions have their own algorithm:
+// algo_depthwise.cpp; the NCHW8 engine runs its own direct taps: pointwise.cpp.)
+// Threads split (image, group, block of up to 32 output channels, output row) items,
+// consecutive rows of one block to a thread so its weights stay in cache. A panel holds
+// as many input channels as fit kPanelFloats; more are accumulated in the output row.
+// Bias, the residual (adding to the output) and the activation are applied as a tile is
+// stored.
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "common/runtime.h"
 #include "conv/conv.h"
 #include "conv/vec.h"
+#include "gemm/gemm.h"
 
 namespace gk {
 namespace conv {
 namespace {
 
-GK_INLINE void axpy_row(float* __restrict y, const float* __restrict x, float w, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    v8 a, b;
-    std::memcpy(&a, y + i, sizeof a);
-    std::memcpy(&b, x + i, sizeof b);
-    a += b * w;
-    std::memcpy(y + i, &a, sizeof a);
-  }
-  for (; i < n; ++i) y[i] += w * x[i];
-}
+constexpr int64_t kOcBlock = 4;          // output channels per register tile
+constexpr int64_t kOcBlocksPerItem = 8;  // 32 output channels per work item
+constexpr int64_t kPanelFloats = 8192;   // a panel's input channels: 32 KiB, in L1/L2
 
-
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-
-// Where tap column s reads: input column ow * sw + off = (ow + base) * sw + phase, so with
-// the row split into stride phases it is element ow + base of phase `phase`, valid for
-// output columns [lo, hi). Depends only on s and the shape: computed once per plan.
-struct TapColumn {
-  int64_t phase, base, lo, hi;
+// Everything about the shape a run needs, computed once per plan.
+struct DirectGeometry {
+  int64_t kh, kw, sh, dh, pad_top, pad_left, ih, iw, oh, ow;
+  int64_t sw;            // stride: phases per panel row
+  int64_t band;          // output rows per tile (and per item): several where rows are narrow
+  int64_t band_in_rows;  // the input rows a band reads
+  int64_t phase_len;     // floats per phase: the padded row's phase plus a tile's over-read
+  int64_t chunk;         // input channels per panel
+  int64_t icg, ocg, groups, oc_blocks;  // oc_blocks: per group, of kOcBlock
+  std::vector<int64_t> tap_offset;     // column s: where it reads in a panel row
+  int64_t panel_row_floats() const { return sw * phase_len; }
+  int64_t panel_floats() const { return chunk * band_in_rows * panel_row_floats(); }
 };
 
-std::vector<TapColumn> tap_columns(const Shape& s) {
+// lanes: floats per vector; tile_vectors: vectors per channel a tile holds in registers
+// (a tile is kOcBlock channels of them), spent on one row's columns or, where a row has
+// fewer vectors, on several rows.
+DirectGeometry direct_geometry(const Shape& s, int64_t lanes, int64_t tile_vectors) {
   const gk_conv_desc& d = s.d;
-  const int64_t sw = d.stride_w;
-  std::vector<TapColumn> taps(static_cast<size_t>(d.kernel_w));
-  for (int64_t sx = 0; sx < d.kernel_w; ++sx) {
-    const int64_t off = sx * d.dilation_w - d.pad_left;
-    const int64_t phase = ((off % sw) + sw) % sw, base = floor_div(off - phase, sw);
-    const int64_t len = (d.in_width - phase + sw - 1) / sw;  // elements in that phase
-    taps[static_cast<size_t>(sx)] = {phase, base, std::max<int64_t>(0, -base), std::min(s.ow, len - base)};
+  DirectGeometry g;
+  g.kh = d.kernel_h, g.kw = d.kernel_w, g.sh = d.stride_h, g.sw = d.stride_w, g.dh = d.dilation_h;
+  g.pad_top = d.pad_top, g.pad_left = d.pad_left, g.ih = d.in_height, g.iw = d.in_width;
+  g.oh = s.oh, g.ow = s.ow, g.icg = s.icg, g.ocg = s.ocg, g.groups = d.groups;
+  g.oc_blocks = (s.ocg + kOcBlock - 1) / kOcBlock;
+  const int64_t row_vectors = (s.ow + lanes - 1) / lanes;
+  g.band = row_vectors >= tile_vectors ? 1 : tile_vectors / row_vectors;
+  g.band_in_rows = (g.band - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+  // Output column x, tap s reads padded column x * sw + s * dw: phase (s * dw) % sw,
+  // element x + (s * dw) / sw. A row's last tile reads whole vectors: up to ow rounded up.
+  const int64_t reach = (d.kernel_w - 1) * d.dilation_w / d.stride_w;
+  const int64_t padded_phase = (d.in_width + d.pad_left + d.pad_right + d.stride_w - 1) / d.stride_w;
+  g.phase_len = std::max(padded_phase, reach + row_vectors * lanes);
+  g.tap_offset.resize(size_t(d.kernel_w));
+  for (int64_t c = 0; c < d.kernel_w; ++c) {
+    const int64_t at = c * d.dilation_w;
+    g.tap_offset[size_t(c)] = (at % d.stride_w) * g.phase_len + at / d.stride_w;
   }
-  return taps;
+  g.chunk = std::clamp<int64_t>(kPanelFloats / (g.band_in_rows * g.panel_row_floats()), 1, s.icg);
+  return g;
 }
 
-GK_INLINE float activate(float v, gk_activation act) {
-  if (act == GK_ACT_NONE) return v;
-  v = std::max(v, 0.0f);
-  return act == GK_ACT_RELU6 ? std::min(v, 6.0f) : v;
-}
-
-// Everything about a plan's planes that depends only on the shape, computed once.
-struct PlaneGeometry {
-  Shape s;
-  std::vector<TapColumn> taps;  // where each tap column reads
-  explicit PlaneGeometry(const Shape& shape) : s(shape), taps(tap_columns(shape)) {}
-};
-
-// Any grouping: output rows tap by tap (y[lo:hi] += w * x[...]), several input channels.
-GK_INLINE void direct_plane(const PlaneGeometry& g, const float* x, const float* w, float bias,
-                            float* y, float* buffer) {
-  const Shape& s = g.s;
-  const gk_conv_desc& d = s.d;
-  const TapColumn* taps = g.taps.data();
-  const int64_t H = d.in_height, W = d.in_width, sw = d.stride_w;
-  const int64_t phase_len = (W + sw - 1) / sw;
-  for (int64_t oh = 0; oh < s.oh; ++oh) {
-    float* yrow = y + oh * s.ow;
-    if (s.adds_to_output()) {  // the row starts from the residual already there
-      for (int64_t j = 0; j < s.ow; ++j) yrow[j] += bias;
-    } else {
-      std::fill(yrow, yrow + s.ow, bias);
+// Phase ph of an input row: phase[i] = src[i * sw + ph - pad_left], zero outside the row.
+// Stride 2 deinterleaves 16 floats at a time (element by element, with a bound check each,
+// the panel took longer than the FMAs of a grouped layer of 8-channel groups).
+GK_INLINE void split_phase(const DirectGeometry& g, const float* src, int64_t ph, float* phase) {
+  const int64_t sw = g.sw, first_col = ph - g.pad_left;  // phase[i] reads column i * sw + first_col
+  const int64_t lo = std::min(g.phase_len, first_col >= 0 ? 0 : (-first_col + sw - 1) / sw);
+  const int64_t hi = std::clamp<int64_t>((g.iw - first_col + sw - 1) / sw, lo, g.phase_len);
+  zero_run(phase, lo);
+  int64_t i = lo;
+  if (sw == 2)
+    for (; i + 8 <= hi && (i + 8) * 2 + first_col <= g.iw; i += 8) {
+      const float* at = src + i * 2 + first_col;
+      const v8 a = load8(at), b = load8(at + 8);
+      store8(phase + i, __builtin_shuffle(a, b, v8i{0, 2, 4, 6, 8, 10, 12, 14}));
     }
-    for (int64_t ic = 0; ic < s.icg; ++ic) {
-      for (int64_t r = 0; r < d.kernel_h; ++r) {
-        const int64_t ih = oh * d.stride_h - d.pad_top + r * d.dilation_h;
-        if (ih < 0 || ih >= H) continue;
-        const float* xrow = x + (ic * H + ih) * W;
-        if (sw > 1) {  // split into phases: buffer[ph * phase_len + i] = xrow[i * sw + ph]
-          for (int64_t ph = 0; ph < sw; ++ph)
-            for (int64_t i = 0; i * sw + ph < W; ++i) buffer[ph * phase_len + i] = xrow[i * sw + ph];
-        }
-        const float* src_row = sw > 1 ? buffer : xrow;
-        for (int64_t sx = 0; sx < d.kernel_w; ++sx) {
-          const TapColumn& t = taps[sx];
-          const float wv = w[(ic * d.kernel_h + r) * d.kernel_w + sx];
-          if (t.lo < t.hi) axpy_row(yrow + t.lo, src_row + t.phase * phase_len + t.lo + t.base, wv, t.hi - t.lo);
+  for (; i < hi; ++i) phase[i] = src[i * sw + first_col];
+  zero_run(phase + hi, g.phase_len - hi);
+}
+
+// The panel of the band from output row y for input channels [c0, c0 + cc) of one group's
+// image planes x: row (c, i) holds input row y * sh - pad_top + i of channel c0 + c,
+// zero-padded (rows outside the image all zero) and split into phases.
+GK_INLINE void build_panel(const DirectGeometry& g, const float* x, int64_t c0, int64_t cc, int64_t y, float* panel) {
+  const int64_t row_floats = g.panel_row_floats();
+  for (int64_t c = 0; c < cc; ++c)
+    for (int64_t i = 0; i < g.band_in_rows; ++i) {
+      float* row = panel + (c * g.band_in_rows + i) * row_floats;
+      const int64_t iy = y * g.sh - g.pad_top + i;
+      if (iy < 0 || iy >= g.ih) {
+        zero_run(row, row_floats);
+        continue;
+      }
+      const float* src = x + ((c0 + c) * g.ih + iy) * g.iw;
+      if (g.sw == 1) {
+        zero_run(row, g.pad_left);
+        copy_run(row + g.pad_left, src, g.iw);
+        zero_run(row + g.pad_left + g.iw, g.phase_len - g.pad_left - g.iw);
+        continue;
+      }
+      for (int64_t ph = 0; ph < g.sw; ++ph) split_phase(g, src, ph, row + ph * g.phase_len);
+    }
+}
+
+template <class V>
+GK_INLINE V splat(float s) {
+  V v;
+  for (size_t l = 0; l < sizeof(V) / sizeof(float); ++l) v[l] = s;
+  return v;
+}
+template <class V>
+GK_INLINE V load(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class V>
+GK_INLINE V activate(V v, gk_activation act) {
+  if (act == GK_ACT_NONE) return v;
+  const V zero = {};
+  v = v > zero ? v : zero;  // NaN -> 0, as the GEMM kernels' vmaxps
+  if (act == GK_ACT_RELU6) {
+    const V six = splat<V>(6.0f);
+    v = v < six ? v : six;
+  }
+  return v;
+}
+
+// How a tile is stored: its sums plus the bias (first chunk of input channels; onto the
+// residual when adding to the output) or plus the partial sums already stored (later
+// chunks); the activation after the last chunk.
+struct TileStore {
+  bool first, last, add;
+  gk_activation act;
+  bool reads_output() const { return !first || add; }
+};
+
+// n <= L lanes of v (a tile's vector for one channel) into out.
+template <class V>
+GK_INLINE void store_vector(float* out, V v, float bias, const TileStore& t, int64_t n) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
+  if (t.first) v += splat<V>(bias);
+  if (n == L) {
+    if (t.reads_output()) v += load<V>(out);
+    if (t.last) v = activate(v, t.act);
+    std::memcpy(out, &v, sizeof v);
+    return;
+  }
+  V o = {};
+  if (t.reads_output())
+    for (int64_t l = 0; l < n; ++l) o[l] = out[l];
+  v += o;
+  if (t.last) v = activate(v, t.act);
+  for (int64_t l = 0; l < n; ++l) out[l] = v[l];
+}
+
+// One tile: kOcBlock channels x NR output rows x NC vectors of columns from column x0,
+// over the panel of cc input channels, weights [c][r][s][kOcBlock]; of it, `rows` rows,
+// `cols` columns and `oc` channels are stored, channel o's row j at out + o * plane + j * ow.
+template <class V, int NR, int NC>
+GK_INLINE void tile(const DirectGeometry& g, const float* panel, int64_t cc, const float* w, int64_t x0,
+                    int64_t rows, int64_t cols, const float* bias, int64_t oc, float* out, int64_t plane,
+                    const TileStore& t) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
+  // Fully unrolled, or GCC keeps the accumulators in memory (a load and a store per FMA).
+  V acc[kOcBlock][NR][NC];
+#pragma GCC unroll 4
+  for (int o = 0; o < kOcBlock; ++o)
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j)
+#pragma GCC unroll 4
+      for (int v = 0; v < NC; ++v) acc[o][j][v] = V{};
+  const int64_t row_floats = g.panel_row_floats(), kw = g.kw, kh = g.kh;
+  const int64_t row_step = g.sh * row_floats, tap_row_step = g.dh * row_floats;
+  const int64_t* taps = g.tap_offset.data();
+  for (int64_t c = 0; c < cc; ++c)
+    for (int64_t r = 0; r < kh; ++r) {
+      const float* prow = panel + c * g.band_in_rows * row_floats + r * tap_row_step + x0;
+      for (int64_t s = 0; s < kw; ++s, w += kOcBlock) {
+        const float* in = prow + taps[s];
+        V xv[NR][NC];
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; ++j)
+#pragma GCC unroll 4
+          for (int v = 0; v < NC; ++v) xv[j][v] = load<V>(in + j * row_step + v * L);
+#pragma GCC unroll 4
+        for (int o = 0; o < kOcBlock; ++o) {
+          const V wv = splat<V>(w[o]);
+#pragma GCC unroll 4
+          for (int j = 0; j < NR; ++j)
+#pragma GCC unroll 4
+            for (int v = 0; v < NC; ++v) acc[o][j][v] += xv[j][v] * wv;
         }
       }
     }
-    for (int64_t j = 0; j < s.ow; ++j) yrow[j] = activate(yrow[j], d.activation);
+  for (int64_t o = 0; o < oc; ++o)
+    for (int j = 0; j < NR && j < rows; ++j)
+      for (int v = 0; v < NC && v * L < cols; ++v)
+        store_vector<V>(out + o * plane + j * g.ow + x0 + v * L, acc[o][j][v], bias[o], t,
+                        std::min(L, cols - v * L));
+}
+
+// One band of output rows of one oc block over a panel: tiles of NC vectors, then one of
+// as many vectors as the rows have left.
+template <class V, int NR, int NC>
+GK_INLINE void block_band(const DirectGeometry& g, const float* panel, int64_t cc, const float* w, int64_t rows,
+                          const float* bias, int64_t oc, float* out, int64_t plane, const TileStore& t) {
+  constexpr int64_t L = sizeof(V) / sizeof(float), W = NC * L;
+  int64_t x = 0;
+  for (; x + W <= g.ow; x += W) tile<V, NR, NC>(g, panel, cc, w, x, rows, W, bias, oc, out, plane, t);
+  const int64_t rest = g.ow - x;
+  if (rest <= 0) return;
+  switch ((rest + L - 1) / L) {
+    case 1: tile<V, NR, 1>(g, panel, cc, w, x, rows, rest, bias, oc, out, plane, t); break;
+    case 2: tile<V, NR, std::min(2, NC)>(g, panel, cc, w, x, rows, rest, bias, oc, out, plane, t); break;
+    default: tile<V, NR, std::min(3, NC)>(g, panel, cc, w, x, rows, rest, bias, oc, out, plane, t); break;
   }
 }
 
-using PlaneFn = void (*)(const PlaneGeometry&, const float*, const float*, float, float*, float*);
-void direct_plane_baseline(const PlaneGeometry& g, const float* x, const float* w, float b, float* y,
-                           float* buffer) {
-  direct_plane(g, x, w, b, y, buffer);
+// The packed weights and bias of a plan: per group and oc block, [ic][r][s][kOcBlock]
+// (channels past the group's last zero), so a tile reads its weights in order.
+struct DirectWeights {
+  std::vector<float> w, bias;  // bias: [group][oc_blocks * kOcBlock]
+  int64_t block_floats;       // one oc block's weights
+};
+
+DirectWeights pack_direct_weights(const Shape& s, const DirectGeometry& g, const float* weights, const float* bias) {
+  DirectWeights p;
+  const int64_t taps = g.kh * g.kw;
+  p.block_floats = s.icg * taps * kOcBlock;
+  p.w.assign(size_t(g.groups * g.oc_blocks * p.block_floats), 0.0f);
+  p.bias.assign(size_t(g.groups * g.oc_blocks * kOcBlock), 0.0f);
+  for (int64_t gr = 0; gr < g.groups; ++gr)
+    for (int64_t o = 0; o < s.ocg; ++o) {
+      const int64_t oc = gr * s.ocg + o, blk = gr * g.oc_blocks + o / kOcBlock, lane = o % kOcBlock;
+      for (int64_t k = 0; k < s.icg * taps; ++k)
+        p.w[size_t((blk * s.icg * taps + k) * kOcBlock + lane)] = weights[oc * s.k_gemm + k];
+      if (bias) p.bias[size_t(blk * kOcBlock + lane)] = bias[oc];
+    }
+  return p;
+}
+
+// What a run passes to the item function: one item's image, group, oc blocks and band.
+struct DirectItem {
+  const float* x;   // the group's input planes of the image
+  float* y;         // the item's first output channel's plane
+  const float* w;   // its first oc block's weights
+  const float* bias;
+  int64_t blocks, channels;  // oc blocks, and the channels in them that exist
+  int64_t row;               // the band's first output row
+  float* panel;
+  gk_activation act;
+  bool add;
+};
+
+// One item: per chunk of input channels, the panel, then every oc block's band.
+template <class V, int NR, int NC>
+GK_INLINE void direct_band(const DirectGeometry& g, const DirectItem& it, int64_t block_floats) {
+  const int64_t plane = g.oh * g.ow, taps = g.kh * g.kw, rows = std::min(g.band, g.oh - it.row);
+  for (int64_t c0 = 0; c0 < g.icg; c0 += g.chunk) {
+    const int64_t cc = std::min(g.chunk, g.icg - c0);
+    build_panel(g, it.x, c0, cc, it.row, it.panel);
+    const TileStore t{c0 == 0, c0 + cc == g.icg, it.add, it.act};
+    for (int64_t b = 0; b < it.blocks; ++b)
+      block_band<V, NR, NC>(g, it.panel, cc, it.w + b * block_floats + c0 * taps * kOcBlock, rows,
+                            it.bias + b * kOcBlock, std::min(kOcBlock, it.channels - b * kOcBlock),
+                            it.y + b * kOcBlock * plane + it.row * g.ow, plane, t);
+  }
+}
+
+// TV: the tile's vectors per channel (direct_geometry's tile_vectors), as g.band rows.
+template <class V, int TV>
+GK_INLINE void direct_item(const DirectGeometry& g, const DirectItem& it, int64_t block_floats) {
+  switch (g.band) {
+    case 1: return direct_band<V, 1, TV>(g, it, block_floats);
+    case 2: return direct_band<V, 2, std::max(1, TV / 2)>(g, it, block_floats);
+    case 3: return direct_band<V, 3, std::max(1, TV / 3)>(g, it, block_floats);
+    default: return direct_band<V, 4, std::max(1, TV / 4)>(g, it, block_floats);
+  }
+}
+
+using ItemFn = void (*)(const DirectGeometry&, const DirectItem&, int64_t);
+void direct_item_baseline(const DirectGeometry& g, const DirectItem& it, int64_t bf) {
+  direct_item<v8, 3>(g, it, bf);
 }
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) void direct_plane_avx2(const PlaneGeometry& g, const float* x,
-                                                          const float* w, float b, float* y,
-                                                          float* buffer) {
-  direct_plane(g, x, w, b, y, buffer);
+__attribute__((target("avx2,fma"))) void direct_item_avx2(const DirectGeometry& g, const DirectItem& it,
+                                                          int64_t bf) {
+  direct_item<v8, 3>(g, it, bf);
+}
+__attribute__((target("avx512f,avx2,fma"))) void direct_item_avx512(const DirectGeometry& g, const DirectItem& it,
+                                                                   int64_t bf) {
+  direct_item<v16, 4>(g, it, bf);
 }
 #endif
+
+// The kernel a plan runs: 16 lanes (4 vectors a channel) where the AVX-512 kernels run and
+// the rows fill them (a 7-wide row fills 7 of 8 lanes, of 16 only 7), else 8 (3 vectors:
+// 12 accumulators of AVX2's 16 registers).
+struct DirectKernel {
+  int64_t lanes, tile_vectors;
+  ItemFn fn;
+};
+DirectKernel direct_kernel(const Shape& s) {
+#if defined(__x86_64__)
+  const SimdLevel simd = active_config().kernel->simd;
+  if (simd == SimdLevel::Avx512 && s.ow >= 16) return {16, 4, direct_item_avx512};
+  if (simd != SimdLevel::Baseline) return {8, 3, direct_item_avx2};
+#else
+  (void)s;
+#endif
+  return {8, 3, direct_item_baseline};
+}
 
 class DirectConv final : public Prepared {
  public:
   DirectConv(const Shape& s, const float* weights, const float* bias)
-      : s_(s), w_(weights, weights + s.d.out_channels * s.k_gemm), geometry_(s) {
-    if (bias) bias_.assign(bias, bias + s.d.out_channels);
-    plane_ = direct_plane_baseline;
-#if defined(__x86_64__)
-    if (conv_config().kernel->simd != SimdLevel::Baseline) plane_ = direct_plane_avx2;
-#endif
-  }
+      : s_(s), kernel_(direct_kernel(s)), g_(direct_geometry(s, kernel_.lanes, kernel_.tile_vectors)),
+        p_(pack_direct_weights(s, g_, weights, bias)) {}
 
-  // One input row split into phases.
-  WorkspaceNeed need() const override { return {0, s_.d.in_width + s_.d.stride_w}; }
+  WorkspaceNeed need() const override { return {0, g_.panel_floats()}; }
 
   void run(const float* input, float* output, const Workspace& ws) const override {
     const gk_conv_desc& d = s_.d;
-    const int64_t planes = d.batch * d.out_channels, in_plane = d.in_height * d.in_width;
+    const int64_t per_item = kOcBlocksPerItem;
+    const int64_t block_groups = (g_.oc_blocks + per_item - 1) / per_item;  // items per group and row
+    const int64_t bands = (g_.oh + g_.band - 1) / g_.band;
+    const int64_t items = d.batch * g_.groups * block_groups * bands;
+    const int64_t in_plane = g_.ih * g_.iw, out_plane = g_.oh * g_.ow;
     const int threads = ws.cap(threads_for(s_.flops()));
     parallel_region(threads, [&] {
-      float* phases = ws.block(omp_get_thread_num());
+      DirectItem it;
+      it.panel = ws.block(omp_get_thread_num());
+      it.act = d.activation, it.add = s_.adds_to_output();
 #pragma omp for schedule(static)
-      for (int64_t idx = 0; idx < planes; ++idx) {
-        const int64_t n = idx / d.out_channels, oc = idx % d.out_channels, g = oc / s_.ocg;
-        plane_(geometry_, input + (n * d.in_channels + g * s_.icg) * in_plane, w_.data() + oc * s_.k_gemm,
-               bias_.empty() ? 0.0f : bias_[static_cast<size_t>(oc)],
-               output + (n * d.out_channels + oc) * s_.pixels(), phases);
+      for (int64_t item = 0; item < items; ++item) {
+        it.row = item % bands * g_.band;
+        const int64_t bg = item / bands % block_groups, gr = item / (bands * block_groups) % g_.groups;
+        const int64_t n = item / (bands * block_groups * g_.groups);
+        const int64_t b0 = bg * per_item;
+        it.blocks = std::min(per_item, g_.oc_blocks - b0);
+        it.channels = std::min(it.blocks * kOcBlock, s_.ocg - b0 * kOcBlock);
+        it.x = input + (n * d.in_channels + gr * s_.icg) * in_plane;
+        it.y = output + (n * d.out_channels + gr * s_.ocg + b0 * kOcBlock) * out_plane;
+        it.w = p_.w.data() + (gr * g_.oc_blocks + b0) * p_.block_floats;
+        it.bias = p_.bias.data() + (gr * g_.oc_blocks + b0) * kOcBlock;
+        kernel_.fn(g_, it, p_.block_floats);
       }
     });
   }
 
  private:
   Shape s_;
-  std::vector<float> w_, bias_;
-  PlaneGeometry geometry_;
-  PlaneFn plane_;
+  DirectKernel kernel_;
+  DirectGeometry g_;
+  DirectWeights p_;
 };
 
 class Direct final : public Algorithm {

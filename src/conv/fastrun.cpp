@@ -268,8 +268,8 @@ Choice profile_and_choose(const Shape& s, const std::vector<Candidate>& cands, c
     run(cands[i], *p);  // warm-up: caches, page faults, the thread pool
     const double warm = now() - warm_start;
     // A warm-up far slower than the best so far ends the candidate there: its timed
-    // samples would only confirm it (the direct algorithm on ResNet-50's 1x1 stride-2
-    // layers runs 130x slower than the GEMM; its samples took 0.36 s a layer).
+    // samples would only confirm it (im2col_gemm through layout copies on a layer the
+    // engine reads in place, or a forced fallback far from its shapes).
     if (best.prepared && warm > kWarmupCutFactor * best_time) {
       char line[160];
       std::snprintf(line, sizeof line, "; %s cut after a %.3f ms warm-up", cands[i].name.c_str(), warm * 1e3);

@@ -31,10 +31,22 @@ const std::vector<const Algorithm*>& algorithms() {
 namespace {
 
 // AUTO until Fast-Run measures instead: channel-wise convs go to depthwise; in NCHW8, the
-// pointwise kernels' engines where they serve; 1x1 stride-1 convs are a GEMM on the image;
-// grouped convs whose per-group GEMM would be tiny (K < 16, e.g. 1 input channel x 3 x 3)
-// go direct; everything else is im2col_gemm.
+// pointwise kernels' engines where they serve; grouped convs of small groups the engines
+// do not take go direct; 1x1 stride-1 convs are a GEMM on the image; everything else is
+// im2col_gemm.
 constexpr int64_t kNhwcEngine1x1MaxPixels = 100;  // 7x7 planes, not 14x14
+
+// Grouped (not channel-wise) convolutions whose groups are small: direct's register tiles
+// against im2col's GEMM per group (Xeon model 207, 1 thread, NCHW, ResNeXt-50's grouped
+// 3x3 layers, 32 groups): 4 channels a group at 56x56 0.67 against 2.3 ms, 8 at 28x28 0.67
+// against 1.4, 16 at 14x14 0.93 against 1.26, 32 at 7x7 1.0 against 1.1; 64 channels a
+// group lose (256 channels 28x28, 4 groups: 3.1 against 2.4 ms). A 1x1 of 8 channels a group
+// is a GEMM's (0.10 against 0.066 ms), of 3 direct's (0.039 against 0.083).
+constexpr int64_t kDirectMaxGroupChannels = 32, kDirectMax1x1K = 4;
+bool auto_prefers_direct(const Shape& s) {
+  if (s.d.groups == 1 || s.depthwise()) return false;
+  return s.d.kernel_h * s.d.kernel_w > 1 ? s.icg <= kDirectMaxGroupChannels : s.k_gemm <= kDirectMax1x1K;
+}
 
 std::string auto_reason_against(const Algorithm* a, const Shape& s) {
   switch (a->id()) {
@@ -53,9 +65,10 @@ std::string auto_reason_against(const Algorithm* a, const Shape& s) {
         return "";
       if (pointwise_nchw8_algorithm()->unusable_reason(s).empty() || direct_nchw8_algorithm()->unusable_reason(s).empty())
         return "AUTO prefers the pointwise kernels' engine in NCHW8";
+      if (auto_prefers_direct(s)) return "AUTO prefers direct for groups this small";
       return "";
     case GK_CONV_ALGO_DIRECT:
-      return (s.d.groups > 1 && s.k_gemm < 16) ? "" : "AUTO prefers a GEMM for this group size";
+      return auto_prefers_direct(s) ? "" : "AUTO prefers a GEMM for this group size";
     case GK_CONV_ALGO_WINOGRAD_F23:
     case GK_CONV_ALGO_WINOGRAD_F43: {
       // From the bench's forced runs of every variant on the networks' 3x3 stride-1 layers

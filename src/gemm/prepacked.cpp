@@ -70,7 +70,6 @@ namespace {
 // gathered once per call into rows of S floats. A panel's rows run W = MR (C's rows: the
 // packed internal A) or W = NR (C's columns: the packed internal B).
 
-typedef float v16 __attribute__((vector_size(64)));
 
 template <typename V>
 GK_INLINE V load_v(const float* p) {
