@@ -31,25 +31,31 @@ namespace {
 constexpr int64_t kOcBlock = 4;          // output channels per register tile
 constexpr int64_t kOcBlocksPerItem = 8;  // 32 output channels per work item
 constexpr int64_t kPanelFloats = 8192;   // a panel's input channels: 32 KiB, in L1/L2
+constexpr int64_t kMaxPanelChannelFloats = int64_t{1} << 24;
 
 // Everything about the shape a run needs, computed once per plan.
 struct DirectGeometry {
   int64_t kh, kw, sh, dh, pad_top, pad_left, ih, iw, oh, ow;
-  int64_t sw;            // stride: phases per panel row
+  int64_t sw;            // stride
+  int64_t phases;        // stride phases stored per panel row (those inside the padded row)
   int64_t band;          // output rows per tile (and per item): several where rows are narrow
   int64_t band_in_rows;  // the input rows a band reads
   int64_t phase_len;     // floats per phase: the padded row's phase plus a tile's over-read
   int64_t chunk;         // input channels per panel
   int64_t icg, ocg, groups, oc_blocks;  // oc_blocks: per group, of kOcBlock
-  std::vector<int64_t> tap_offset;     // column s: where it reads in a panel row
-  int64_t panel_row_floats() const { return sw * phase_len; }
+  std::vector<int64_t> tap_offset;     // tap (r, s): where it reads from a channel's first panel row
+  // Phase ph of a row reads input columns for its elements [phase_lo[ph], phase_hi[ph]),
+  // element i column i * sw + ph - pad_left (the others are padding).
+  std::vector<int64_t> phase_lo, phase_hi;
+  int64_t panel_row_floats() const { return phases * phase_len; }
   int64_t panel_floats() const { return chunk * band_in_rows * panel_row_floats(); }
 };
 
+// The panel's extents, before any table (Direct::unusable_reason checks their size first).
 // lanes: floats per vector; tile_vectors: vectors per channel a tile holds in registers
 // (a tile is kOcBlock channels of them), spent on one row's columns or, where a row has
-// fewer vectors, on several rows.
-DirectGeometry direct_geometry(const Shape& s, int64_t lanes, int64_t tile_vectors) {
+// fewer vectors, on several rows (at strides up to 4: a band's rows are a stride apart).
+DirectGeometry direct_extents(const Shape& s, int64_t lanes, int64_t tile_vectors) {
   const gk_conv_desc& d = s.d;
   DirectGeometry g;
   g.kh = d.kernel_h, g.kw = d.kernel_w, g.sh = d.stride_h, g.sw = d.stride_w, g.dh = d.dilation_h;
@@ -57,17 +63,37 @@ DirectGeometry direct_geometry(const Shape& s, int64_t lanes, int64_t tile_vecto
   g.oh = s.oh, g.ow = s.ow, g.icg = s.icg, g.ocg = s.ocg, g.groups = d.groups;
   g.oc_blocks = (s.ocg + kOcBlock - 1) / kOcBlock;
   const int64_t row_vectors = (s.ow + lanes - 1) / lanes;
-  g.band = row_vectors >= tile_vectors ? 1 : tile_vectors / row_vectors;
+  g.band = row_vectors >= tile_vectors || g.sh > 4 ? 1 : tile_vectors / row_vectors;
   g.band_in_rows = (g.band - 1) * g.sh + (g.kh - 1) * g.dh + 1;
   // Output column x, tap s reads padded column x * sw + s * dw: phase (s * dw) % sw,
-  // element x + (s * dw) / sw. A row's last tile reads whole vectors: up to ow rounded up.
+  // element x + (s * dw) / sw; s * dw is inside the padded row, so phases past it are
+  // never read. A row's last tile reads whole vectors: up to ow rounded up.
+  const int64_t padded_width = d.in_width + d.pad_left + d.pad_right;
+  g.phases = std::min(g.sw, padded_width);
   const int64_t reach = (d.kernel_w - 1) * d.dilation_w / d.stride_w;
-  const int64_t padded_phase = (d.in_width + d.pad_left + d.pad_right + d.stride_w - 1) / d.stride_w;
-  g.phase_len = std::max(padded_phase, reach + row_vectors * lanes);
-  g.tap_offset.resize(size_t(d.kernel_w));
-  for (int64_t c = 0; c < d.kernel_w; ++c) {
-    const int64_t at = c * d.dilation_w;
-    g.tap_offset[size_t(c)] = (at % d.stride_w) * g.phase_len + at / d.stride_w;
+  g.phase_len = std::max((padded_width + g.sw - 1) / g.sw, reach + row_vectors * lanes);
+  g.chunk = 1;
+  return g;
+}
+
+// One input channel's panel, in floats; false past int64.
+bool panel_channel_floats(const DirectGeometry& g, int64_t* floats) {
+  int64_t row = 0;
+  return mul_ok(g.phases, g.phase_len, &row) && mul_ok(row, g.band_in_rows, floats);
+}
+
+DirectGeometry direct_geometry(const Shape& s, int64_t lanes, int64_t tile_vectors) {
+  DirectGeometry g = direct_extents(s, lanes, tile_vectors);
+  for (int64_t r = 0; r < g.kh; ++r)
+    for (int64_t c = 0; c < g.kw; ++c) {
+      const int64_t at = c * s.d.dilation_w;
+      g.tap_offset.push_back(r * g.dh * g.panel_row_floats() + (at % g.sw) * g.phase_len + at / g.sw);
+    }
+  for (int64_t ph = 0; ph < g.phases; ++ph) {
+    const int64_t first_col = ph - g.pad_left;
+    const int64_t lo = std::min(g.phase_len, first_col >= 0 ? 0 : (-first_col + g.sw - 1) / g.sw);
+    g.phase_lo.push_back(lo);
+    g.phase_hi.push_back(std::clamp<int64_t>((g.iw - first_col + g.sw - 1) / g.sw, lo, g.phase_len));
   }
   g.chunk = std::clamp<int64_t>(kPanelFloats / (g.band_in_rows * g.panel_row_floats()), 1, s.icg);
   return g;
@@ -78,8 +104,7 @@ DirectGeometry direct_geometry(const Shape& s, int64_t lanes, int64_t tile_vecto
 // the panel took longer than the FMAs of a grouped layer of 8-channel groups).
 GK_INLINE void split_phase(const DirectGeometry& g, const float* src, int64_t ph, float* phase) {
   const int64_t sw = g.sw, first_col = ph - g.pad_left;  // phase[i] reads column i * sw + first_col
-  const int64_t lo = std::min(g.phase_len, first_col >= 0 ? 0 : (-first_col + sw - 1) / sw);
-  const int64_t hi = std::clamp<int64_t>((g.iw - first_col + sw - 1) / sw, lo, g.phase_len);
+  const int64_t lo = g.phase_lo[size_t(ph)], hi = g.phase_hi[size_t(ph)];
   zero_run(phase, lo);
   int64_t i = lo;
   if (sw == 2)
@@ -112,7 +137,7 @@ GK_INLINE void build_panel(const DirectGeometry& g, const float* x, int64_t c0, 
         zero_run(row + g.pad_left + g.iw, g.phase_len - g.pad_left - g.iw);
         continue;
       }
-      for (int64_t ph = 0; ph < g.sw; ++ph) split_phase(g, src, ph, row + ph * g.phase_len);
+      for (int64_t ph = 0; ph < g.phases; ++ph) split_phase(g, src, ph, row + ph * g.phase_len);
     }
 }
 
@@ -185,14 +210,17 @@ GK_INLINE void tile(const DirectGeometry& g, const float* panel, int64_t cc, con
     for (int j = 0; j < NR; ++j)
 #pragma GCC unroll 4
       for (int v = 0; v < NC; ++v) acc[o][j][v] = V{};
-  const int64_t row_floats = g.panel_row_floats(), kw = g.kw, kh = g.kh;
-  const int64_t row_step = g.sh * row_floats, tap_row_step = g.dh * row_floats;
-  const int64_t* taps = g.tap_offset.data();
-  for (int64_t c = 0; c < cc; ++c)
-    for (int64_t r = 0; r < kh; ++r) {
-      const float* prow = panel + c * g.band_in_rows * row_floats + r * tap_row_step + x0;
-      for (int64_t s = 0; s < kw; ++s, w += kOcBlock) {
-        const float* in = prow + taps[s];
+  // One loop over (channel, tap) pairs with the taps' offsets from a table: with loops over
+  // kernel rows and columns GCC kept the weights' pointer on the stack (a store and a load
+  // per tap, on the critical path), which halved the speed.
+  const int64_t row_step = g.sh * g.panel_row_floats(), channel_floats = g.band_in_rows * g.panel_row_floats();
+  const int64_t* const taps = g.tap_offset.data();
+  const int64_t ntaps = g.kh * g.kw;
+  const float* base = panel + x0;
+  for (int64_t c = 0; c < cc; ++c, base += channel_floats)
+    for (int64_t a = 0; a < ntaps; ++a, w += kOcBlock) {
+      {
+        const float* in = base + taps[a];
         V xv[NR][NC];
 #pragma GCC unroll 4
         for (int j = 0; j < NR; ++j)
@@ -310,8 +338,9 @@ __attribute__((target("avx512f,avx2,fma"))) void direct_item_avx512(const Direct
 #endif
 
 // The kernel a plan runs: 16 lanes (4 vectors a channel) where the AVX-512 kernels run and
-// the rows fill them (a 7-wide row fills 7 of 8 lanes, of 16 only 7), else 8 (3 vectors:
-// 12 accumulators of AVX2's 16 registers).
+// rows are wider than 8 (a 7-wide row fills 7 of 8 lanes, of 16 only 7; a 14-wide one 14
+// of 16 either way, in 16 accumulators of 16 lanes rather than 8 of 8), else 8 (3
+// vectors: 12 accumulators of AVX2's 16 registers).
 struct DirectKernel {
   int64_t lanes, tile_vectors;
   ItemFn fn;
@@ -319,7 +348,7 @@ struct DirectKernel {
 DirectKernel direct_kernel(const Shape& s) {
 #if defined(__x86_64__)
   const SimdLevel simd = active_config().kernel->simd;
-  if (simd == SimdLevel::Avx512 && s.ow >= 16) return {16, 4, direct_item_avx512};
+  if (simd == SimdLevel::Avx512 && s.ow > 8) return {16, 4, direct_item_avx512};
   if (simd != SimdLevel::Baseline) return {8, 3, direct_item_avx2};
 #else
   (void)s;
@@ -375,7 +404,15 @@ class Direct final : public Algorithm {
  public:
   gk_conv_algo id() const override { return GK_CONV_ALGO_DIRECT; }
   const char* name() const override { return "direct"; }
-  std::string unusable_reason(const Shape&) const override { return ""; }
+  // A panel holds at least one input channel's rows for a band: refused past 64 MiB (a
+  // padded row of millions of columns, or a stride of as many).
+  std::string unusable_reason(const Shape& s) const override {
+    const DirectKernel k = direct_kernel(s);
+    int64_t floats = 0;
+    if (!panel_channel_floats(direct_extents(s, k.lanes, k.tile_vectors), &floats) || floats > kMaxPanelChannelFloats)
+      return "one input channel's rows take more than 64 MiB";
+    return "";
+  }
   std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t) const override {
     return std::unique_ptr<Prepared>(new DirectConv(s, w, b));
   }
