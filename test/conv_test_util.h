@@ -45,6 +45,12 @@ inline bool nhwc_with_nchw8_form(const gk_conv_desc& d) {
   return d.layout == GK_LAYOUT_NHWC && !(d.flags & GK_CONV_FLAG_NCHW_INPUT);
 }
 
+// Whether the NCHW8 engines run d's layout: NCHW8, NHWC as above, or a grouped NCHW
+// descriptor (on NCHW8 copies).
+inline bool engine_runs_layout(const gk_conv_desc& d) {
+  return d.layout == GK_LAYOUT_NCHW8 || nhwc_with_nchw8_form(d) || (d.layout == GK_LAYOUT_NCHW && d.groups > 1);
+}
+
 // Whether the NCHW8 engines serve d's grouping: ungrouped, or up to 4 consecutive groups
 // fill whole 8-channel blocks of both the input and the output channels.
 inline bool engine_serves_groups(const gk_conv_desc& d) {

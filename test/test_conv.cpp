@@ -67,7 +67,7 @@ bool expect_usable(gk_conv_algo algo, const gk_conv_desc& d) {
     case GK_CONV_ALGO_DEPTHWISE: return d.groups == d.in_channels;
     case GK_CONV_ALGO_POINTWISE_NCHW8:
     case GK_CONV_ALGO_DIRECT_NCHW8: {
-      return (d.layout == GK_LAYOUT_NCHW8 || gktest::nhwc_with_nchw8_form(d)) && gktest::engine_serves_groups(d) &&
+      return gktest::engine_runs_layout(d) && gktest::engine_serves_groups(d) &&
              has_pointwise_kernels() &&
              nchw8_engine(d) == algo;
     }
@@ -284,8 +284,9 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
 // tiles and every remainder (1-3 vectors, partial lanes), bands of 1-4 narrow rows with a
 // partial last band, output channels past a 4-channel tile and a 32-channel work item,
 // input channels past one panel (summed in the output), strides 1-3 (stride phases),
-// dilation, asymmetric padding, groups, batch 2, 1 and 2 threads. Then AUTO: direct for
-// grouped layers of small groups in NCHW, a GEMM for wide groups and ungrouped layers.
+// dilation, asymmetric padding, groups, batch 2, 1 and 2 threads. Then AUTO in NCHW: direct
+// for grouped layers of small groups, the NCHW8 engine (on copies) for narrow rows, a GEMM
+// for wide groups and ungrouped layers.
 TEST(Conv, DirectRegisterTiles) {
   const int64_t widths[] = {1, 5, 8, 9, 16, 17, 23, 33, 47, 70};
   const int64_t heights[] = {1, 2, 3, 5, 6, 7};
@@ -332,18 +333,23 @@ TEST(Conv, DirectRegisterTiles) {
     d.layout = GK_LAYOUT_NCHW;
     return gktest::check_conv(gktest::make_conv_case(d, true, 5), GK_CONV_ALGO_AUTO, 200);
   };
-  EXPECT_EQ(plan_name(64, 12, 16, 3), "direct");       // groups of 4
-  EXPECT_EQ(plan_name(96, 9, 3, 3), "direct");         // groups of 32
-  EXPECT_EQ(plan_name(24, 10, 8, 1), "direct");        // 1x1, groups of 3
-  EXPECT_EQ(plan_name(128, 9, 2, 3), "im2col_gemm");   // groups of 64
-  EXPECT_EQ(plan_name(64, 10, 8, 1), "gemm_1x1");      // 1x1, groups of 8
-  EXPECT_NE(plan_name(32, 12, 1, 3), "direct");        // ungrouped
+  // Rows of 28 columns or more read in place; narrower ones on the NCHW8 engine's copies
+  // where the CPU has pointwise kernels and the groups make whole blocks.
+  const std::string engine = has_pointwise_kernels() ? "pointwise_nchw8" : "im2col_gemm";
+  EXPECT_EQ(plan_name(64, 30, 16, 3), "direct");       // groups of 4
+  EXPECT_EQ(plan_name(96, 28, 3, 3), "direct");        // groups of 32
+  EXPECT_EQ(plan_name(24, 10, 8, 1), "direct");        // 1x1, groups of 3: no whole blocks
+  EXPECT_EQ(plan_name(20, 12, 4, 3), "direct");        // groups of 5: no whole blocks
+  EXPECT_EQ(plan_name(64, 12, 16, 3), has_pointwise_kernels() ? "pointwise_nchw8" : "direct");
+  EXPECT_EQ(plan_name(128, 30, 2, 3), engine);         // groups of 64
+  EXPECT_EQ(plan_name(64, 10, 8, 1), has_pointwise_kernels() ? "pointwise_nchw8" : "gemm_1x1");
+  EXPECT_NE(plan_name(32, 30, 1, 3), "direct");        // ungrouped
 }
 
 // Grouped convolutions on the NCHW8 engine (a super-group of whole channel blocks at a
 // time, direct or on im2col chunks), forced and chosen by AUTO: channels per group 1..64
 // with odd ones, input and output group widths apart, groups merged in pairs and fours,
-// 1x1 and 3x3 with strides, padding and dilation, NCHW8 and NHWC (through NCHW8 copies),
+// 1x1 and 3x3 with strides, padding and dilation, NCHW8, NHWC and NCHW (through NCHW8 copies),
 // batch 1..3, 1 and 2 threads (the residual: ConvResidual's grouped shapes). Shapes the
 // engine does not serve are refused.
 TEST(Conv, GroupedOnTheNchw8Engine) {
@@ -369,16 +375,21 @@ TEST(Conv, GroupedOnTheNchw8Engine) {
     // Rows up to 40 wide: the engine runs a super-group direct on rows with a whole 12-pixel
     // tile inside the image, on im2col chunks otherwise.
     d.in_height = pick(5, 16), d.in_width = i % 2 ? pick(26, 40) : pick(5, 16);
-    d.layout = i % 3 == 2 ? GK_LAYOUT_NHWC : GK_LAYOUT_NCHW8;
+    d.layout = i % 3 == 2 ? GK_LAYOUT_NHWC : i % 4 == 3 ? GK_LAYOUT_NCHW : GK_LAYOUT_NCHW8;
     d.activation = gk_activation(i % 3);
     SCOPED_TRACE(gktest::describe(d));
+    int64_t oh = 0, ow = 0;
+    ASSERT_EQ(gk_conv_output_size(&d, &oh, &ow), GK_OK);
+    // In NCHW, AUTO reads rows of 28 columns or more in place with direct (groups of up to
+    // 32 channels, or a 1x1 of up to 4).
+    const bool direct_in_place = d.layout == GK_LAYOUT_NCHW && ow >= 28 && (pointwise ? icg <= 4 : icg <= 32);
     const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(1900 + i));
     gk_set_num_threads(1 + i % 2);
     if (expect_usable(GK_CONV_ALGO_POINTWISE_NCHW8, d)) {
       ++served;
       gktest::check_conv(c, GK_CONV_ALGO_POINTWISE_NCHW8);
       if (d.groups != d.in_channels) {
-        EXPECT_EQ(gktest::check_conv(c, GK_CONV_ALGO_AUTO), "pointwise_nchw8");
+        EXPECT_EQ(gktest::check_conv(c, GK_CONV_ALGO_AUTO), direct_in_place ? "direct" : "pointwise_nchw8");
       }
     } else {
       gk_conv_plan* plan = nullptr;

@@ -54,7 +54,7 @@ bool usable(gk_conv_algo algo, const gk_conv_desc& d) {
       // input channels unless a 1x1 reads the image in place.
       const bool in_place = d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 && !padded;
       const bool direct = d.in_channels < 8 && !in_place;
-      return (d.layout == GK_LAYOUT_NCHW8 || gktest::nhwc_with_nchw8_form(d)) && gktest::engine_serves_groups(d) &&
+      return gktest::engine_runs_layout(d) && gktest::engine_serves_groups(d) &&
              gk::pointwise_kernel().pointwise[0].fn &&
              direct == (algo == GK_CONV_ALGO_DIRECT_NCHW8);
     }

@@ -128,6 +128,9 @@ void set_phase_times(PhaseTimes* sink);  // nullptr: off
 // form on copies: NCHW8 ones, or under 8 input channels an NCHW input copy
 // (GK_CONV_FLAG_NCHW_INPUT) where the algorithm reads that in place. *s8: that form.
 bool nchw8_form(const Shape& s, Shape* s8);
+// `inner`, prepared for `form` (outer's NCHW8 form), run on NCHW8 copies of outer's input
+// and output (or an NCHW copy of the input where form's input is NCHW and inner reads it).
+std::unique_ptr<Prepared> through_nchw8(const Shape& outer, const Shape& form, std::unique_ptr<Prepared> inner);
 // An algorithm prepared for a shape: a.prepare(s, ...), except that for an NHWC shape with
 // an NCHW8 form an algorithm that does not run NHWC (runs_nhwc) but runs that form in place
 // runs it on copies (nchw8_form). nullptr (the last error set) when out of memory.
