@@ -202,14 +202,7 @@ GK_INLINE void tile(const DirectGeometry& g, const float* panel, int64_t cc, con
                     int64_t rows, int64_t cols, const float* bias, int64_t oc, float* out, int64_t plane,
                     const TileStore& t) {
   constexpr int64_t L = sizeof(V) / sizeof(float);
-  // Fully unrolled, or GCC keeps the accumulators in memory (a load and a store per FMA).
-  V acc[kOcBlock][NR][NC];
-#pragma GCC unroll 4
-  for (int o = 0; o < kOcBlock; ++o)
-#pragma GCC unroll 4
-    for (int j = 0; j < NR; ++j)
-#pragma GCC unroll 4
-      for (int v = 0; v < NC; ++v) acc[o][j][v] = V{};
+  V acc[kOcBlock][NR][NC] = {};
   // One loop over (channel, tap) pairs with the taps' offsets from a table: with loops over
   // kernel rows and columns GCC kept the weights' pointer on the stack (a store and a load
   // per tap, on the critical path), which halved the speed.
@@ -221,6 +214,7 @@ GK_INLINE void tile(const DirectGeometry& g, const float* panel, int64_t cc, con
     for (int64_t a = 0; a < ntaps; ++a, w += kOcBlock) {
       {
         const float* in = base + taps[a];
+        // Fully unrolled, or GCC keeps the sums in memory (a load and a store per FMA).
         V xv[NR][NC];
 #pragma GCC unroll 4
         for (int j = 0; j < NR; ++j)
