@@ -99,20 +99,54 @@ DirectGeometry direct_geometry(const Shape& s, int64_t lanes, int64_t tile_vecto
   return g;
 }
 
+template <class V>
+GK_INLINE V splat(float s) {
+  V v;
+  for (size_t l = 0; l < sizeof(V) / sizeof(float); ++l) v[l] = s;
+  return v;
+}
+template <class V>
+GK_INLINE V load(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Elements 0, 2, 4, ... of the 2L floats a, b (V of L lanes): one permute of two sources.
+template <class V>
+GK_INLINE V even_lanes(V a, V b) {
+  using Mask = decltype(a < b);
+  Mask even;
+  for (int l = 0; l < int(sizeof(V) / sizeof(float)); ++l) even[l] = 2 * l;
+  return __builtin_shuffle(a, b, even);
+}
+
+// Stride 2: phase[i] = src[2 * i + first_col] for i from `i` on while a vector's two
+// source vectors lie inside the row (iw floats) and below `hi`; returns where it stopped.
+template <class V>
+GK_INLINE int64_t even_columns(const float* src, int64_t first_col, int64_t iw, int64_t i, int64_t hi, float* phase) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
+  for (; i + L <= hi && (i + L) * 2 + first_col <= iw; i += L) {
+    const float* at = src + i * 2 + first_col;
+    const V v = even_lanes(load<V>(at), load<V>(at + L));
+    std::memcpy(phase + i, &v, sizeof v);
+  }
+  return i;
+}
+
 // Phase ph of an input row: phase[i] = src[i * sw + ph - pad_left], zero outside the row.
-// Stride 2 deinterleaves 16 floats at a time (element by element, with a bound check each,
-// the panel took longer than the FMAs of a grouped layer of 8-channel groups).
+// Stride 2 deinterleaves vectors (element by element, with a bound check each, the panel
+// took longer than the FMAs of a grouped layer of 8-channel groups), 16 lanes then 8.
+template <class V>
 GK_INLINE void split_phase(const DirectGeometry& g, const float* src, int64_t ph, float* phase) {
   const int64_t sw = g.sw, first_col = ph - g.pad_left;  // phase[i] reads column i * sw + first_col
   const int64_t lo = g.phase_lo[size_t(ph)], hi = g.phase_hi[size_t(ph)];
   zero_run(phase, lo);
   int64_t i = lo;
-  if (sw == 2)
-    for (; i + 8 <= hi && (i + 8) * 2 + first_col <= g.iw; i += 8) {
-      const float* at = src + i * 2 + first_col;
-      const v8 a = load8(at), b = load8(at + 8);
-      store8(phase + i, __builtin_shuffle(a, b, v8i{0, 2, 4, 6, 8, 10, 12, 14}));
-    }
+  if (sw == 2) {
+    i = even_columns<V>(src, first_col, g.iw, i, hi, phase);
+    if (sizeof(V) > sizeof(v8)) i = even_columns<v8>(src, first_col, g.iw, i, hi, phase);
+  }
   for (; i < hi; ++i) phase[i] = src[i * sw + first_col];
   zero_run(phase + hi, g.phase_len - hi);
 }
@@ -120,6 +154,7 @@ GK_INLINE void split_phase(const DirectGeometry& g, const float* src, int64_t ph
 // The panel of the band from output row y for input channels [c0, c0 + cc) of one group's
 // image planes x: row (c, i) holds input row y * sh - pad_top + i of channel c0 + c,
 // zero-padded (rows outside the image all zero) and split into phases.
+template <class V>
 GK_INLINE void build_panel(const DirectGeometry& g, const float* x, int64_t c0, int64_t cc, int64_t y, float* panel) {
   const int64_t row_floats = g.panel_row_floats();
   for (int64_t c = 0; c < cc; ++c)
@@ -137,22 +172,10 @@ GK_INLINE void build_panel(const DirectGeometry& g, const float* x, int64_t c0, 
         zero_run(row + g.pad_left + g.iw, g.phase_len - g.pad_left - g.iw);
         continue;
       }
-      for (int64_t ph = 0; ph < g.phases; ++ph) split_phase(g, src, ph, row + ph * g.phase_len);
+      for (int64_t ph = 0; ph < g.phases; ++ph) split_phase<V>(g, src, ph, row + ph * g.phase_len);
     }
 }
 
-template <class V>
-GK_INLINE V splat(float s) {
-  V v;
-  for (size_t l = 0; l < sizeof(V) / sizeof(float); ++l) v[l] = s;
-  return v;
-}
-template <class V>
-GK_INLINE V load(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 template <class V>
 GK_INLINE V activate(V v, gk_activation act) {
@@ -296,7 +319,7 @@ GK_INLINE void direct_band(const DirectGeometry& g, const DirectItem& it, int64_
   const int64_t plane = g.oh * g.ow, taps = g.kh * g.kw, rows = std::min(g.band, g.oh - it.row);
   for (int64_t c0 = 0; c0 < g.icg; c0 += g.chunk) {
     const int64_t cc = std::min(g.chunk, g.icg - c0);
-    build_panel(g, it.x, c0, cc, it.row, it.panel);
+    build_panel<V>(g, it.x, c0, cc, it.row, it.panel);
     const TileStore t{c0 == 0, c0 + cc == g.icg, it.add, it.act};
     for (int64_t b = 0; b < it.blocks; ++b)
       block_band<V, NR, NC>(g, it.panel, cc, it.w + b * block_floats + c0 * taps * kOcBlock, rows,
