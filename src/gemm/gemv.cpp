@@ -346,6 +346,8 @@ GemvImpl gemv_impl(SimdLevel simd) {
     case SimdLevel::Avx2: return {gemv_dot_avx2, gemv_axpy_avx2};
     case SimdLevel::Baseline: break;
   }
+#else
+  (void)simd;
 #endif
   return {gemv_dot_portable, gemv_axpy_portable};
 }
