@@ -280,15 +280,18 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
 }
 
 // The direct algorithm's register tiles (algo_direct.cpp), forced, on every kernel this CPU
-// has (16 lanes on AVX-512 where a row has 16 columns, else 8): output widths across whole
-// tiles and every remainder (1-3 vectors, partial lanes), bands of 1-4 narrow rows with a
-// partial last band, output channels past a 4-channel tile and a 32-channel work item,
-// input channels past one panel (summed in the output), strides 1-3 (stride phases),
-// dilation, asymmetric padding, groups, batch 2, 1 and 2 threads. Then AUTO in NCHW: direct
+// has (16 lanes, 4 vectors a tile, on AVX-512 where a row has more than 8 columns, else 8
+// lanes and 3 vectors; a CPU without AVX-512 runs only the second): output widths across
+// whole tiles and every remainder (1-4 vectors, partial lanes), bands of 1-4 narrow rows
+// with a partial last band, vertical strides 1-5 (bands only up to 4), output channels past
+// a 4-channel tile and a 32-channel work item, input channels past one panel (summed in the
+// output, the activation after the last: grouped, 3x3, strided, ReLU6), horizontal strides
+// 1-3 (stride phases), dilation, asymmetric padding, groups, batch 2, 1 and 2 threads.
+// Then AUTO in NCHW: direct
 // for grouped layers of small groups, the NCHW8 engine (on copies) for narrow rows, a GEMM
 // for wide groups and ungrouped layers.
 TEST(Conv, DirectRegisterTiles) {
-  const int64_t widths[] = {1, 5, 8, 9, 16, 17, 23, 33, 47, 70};
+  const int64_t widths[] = {1, 5, 8, 9, 16, 17, 23, 33, 47, 56, 63, 70, 113};
   const int64_t heights[] = {1, 2, 3, 5, 6, 7};
   struct Channels {
     int64_t icg, ocg, groups;
@@ -320,6 +323,25 @@ TEST(Conv, DirectRegisterTiles) {
         EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, i % 4 != 0, uint32_t(i)), GK_CONV_ALGO_DIRECT), "direct");
         if (HasFailure()) break;
       }
+    // Several panels of a group's input channels, then vertical strides past a band's.
+    struct Extra {
+      int64_t groups, icg, ocg, h, w, k, stride_h, stride_w, pad;
+      gk_activation act;
+    };
+    const Extra extras[] = {{2, 300, 6, 9, 21, 3, 2, 2, 1, GK_ACT_RELU6}, {3, 200, 5, 6, 12, 3, 1, 3, 1, GK_ACT_RELU},
+                            {1, 3, 8, 23, 6, 3, 3, 1, 1, GK_ACT_RELU},    {2, 2, 5, 27, 13, 3, 5, 2, 0, GK_ACT_NONE},
+                            {1, 4, 4, 19, 20, 3, 4, 1, 1, GK_ACT_RELU6}};
+    for (const Extra& e : extras) {
+      gk_conv_desc d;
+      gk_conv_desc_init(&d);
+      d.batch = 2, d.groups = e.groups, d.in_channels = e.icg * e.groups, d.out_channels = e.ocg * e.groups;
+      d.in_height = e.h, d.in_width = e.w, d.kernel_h = d.kernel_w = e.k;
+      d.stride_h = e.stride_h, d.stride_w = e.stride_w;
+      d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = e.pad;
+      d.layout = GK_LAYOUT_NCHW, d.activation = e.act;
+      SCOPED_TRACE(std::string("kernel '") + kernel + "' " + gktest::describe(d));
+      EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, true, 77), GK_CONV_ALGO_DIRECT), "direct");
+    }
     if (HasFailure()) break;
   }
   gk_set_kernel(nullptr);
@@ -381,7 +403,8 @@ TEST(Conv, GroupedOnTheNchw8Engine) {
     int64_t oh = 0, ow = 0;
     ASSERT_EQ(gk_conv_output_size(&d, &oh, &ow), GK_OK);
     // In NCHW, AUTO reads rows of 28 columns or more in place with direct (groups of up to
-    // 32 channels, or a 1x1 of up to 4).
+    // 32 channels, or a 1x1 of up to 4): plan.cpp's auto_prefers_direct and
+    // kDirectOverNchw8CopiesMinWidth, stated here independently.
     const bool direct_in_place = d.layout == GK_LAYOUT_NCHW && ow >= 28 && (pointwise ? icg <= 4 : icg <= 32);
     const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(1900 + i));
     gk_set_num_threads(1 + i % 2);

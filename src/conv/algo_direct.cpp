@@ -36,7 +36,7 @@ constexpr int64_t kMaxPanelChannelFloats = int64_t{1} << 24;
 // Everything about the shape a run needs, computed once per plan.
 struct DirectGeometry {
   int64_t kh, kw, sh, dh, pad_top, pad_left, ih, iw, oh, ow;
-  int64_t sw;            // stride
+  int64_t sw;            // horizontal stride
   int64_t phases;        // stride phases stored per panel row (those inside the padded row)
   int64_t band;          // output rows per tile (and per item): several where rows are narrow
   int64_t band_in_rows;  // the input rows a band reads
@@ -135,8 +135,8 @@ GK_INLINE int64_t even_columns(const float* src, int64_t first_col, int64_t iw, 
 }
 
 // Phase ph of an input row: phase[i] = src[i * sw + ph - pad_left], zero outside the row.
-// Stride 2 deinterleaves vectors (element by element, with a bound check each, the panel
-// took longer than the FMAs of a grouped layer of 8-channel groups), 16 lanes then 8.
+// Stride 2 deinterleaves vectors, 16 lanes then 8: with a bound check per element the
+// panel would cost more than the FMAs of a grouped layer of 8-channel groups.
 template <class V>
 GK_INLINE void split_phase(const DirectGeometry& g, const float* src, int64_t ph, float* phase) {
   const int64_t sw = g.sw, first_col = ph - g.pad_left;  // phase[i] reads column i * sw + first_col
@@ -261,10 +261,11 @@ GK_INLINE void tile(const DirectGeometry& g, const float* panel, int64_t cc, con
 }
 
 // One band of output rows of one oc block over a panel: tiles of NC vectors, then one of
-// as many vectors as the rows have left.
+// as many vectors as the rows have left (1 to NC).
 template <class V, int NR, int NC>
 GK_INLINE void block_band(const DirectGeometry& g, const float* panel, int64_t cc, const float* w, int64_t rows,
                           const float* bias, int64_t oc, float* out, int64_t plane, const TileStore& t) {
+  static_assert(NC >= 1 && NC <= 4, "the remainder's cases below");
   constexpr int64_t L = sizeof(V) / sizeof(float), W = NC * L;
   int64_t x = 0;
   for (; x + W <= g.ow; x += W) tile<V, NR, NC>(g, panel, cc, w, x, rows, W, bias, oc, out, plane, t);
@@ -273,7 +274,8 @@ GK_INLINE void block_band(const DirectGeometry& g, const float* panel, int64_t c
   switch ((rest + L - 1) / L) {
     case 1: tile<V, NR, 1>(g, panel, cc, w, x, rows, rest, bias, oc, out, plane, t); break;
     case 2: tile<V, NR, std::min(2, NC)>(g, panel, cc, w, x, rows, rest, bias, oc, out, plane, t); break;
-    default: tile<V, NR, std::min(3, NC)>(g, panel, cc, w, x, rows, rest, bias, oc, out, plane, t); break;
+    case 3: tile<V, NR, std::min(3, NC)>(g, panel, cc, w, x, rows, rest, bias, oc, out, plane, t); break;
+    default: tile<V, NR, NC>(g, panel, cc, w, x, rows, rest, bias, oc, out, plane, t); break;
   }
 }
 

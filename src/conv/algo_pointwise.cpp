@@ -154,9 +154,8 @@ bool grouped_nchw_form(const Shape& s, Shape* s8) {
   return validate(d8, s8);
 }
 
-// Grouped NCHW plans run on NCHW8 copies (through_nchw8): the copies cost less than the
-// engine saves on rows under 28 columns (ResNeXt-50's grouped layers, 1 thread: at 14x14
-// 0.34 against direct's 0.76 ms, at 7x7 0.36 against 0.78; AUTO keeps direct on wider rows).
+// Grouped NCHW plans run on NCHW8 copies (through_nchw8); AUTO keeps direct where the rows
+// are wide enough to read in place (plan.cpp, kDirectOverNchw8CopiesMinWidth).
 std::unique_ptr<Prepared> prepare_engine(const Shape& s, const float* w, const float* b) {
   Shape s8;
   if (grouped_nchw_form(s, &s8)) return through_nchw8(s, s8, std::make_unique<GroupedPrepared>(s8, w, b));

@@ -38,8 +38,8 @@ constexpr int64_t kNhwcEngine1x1MaxPixels = 100;  // 7x7 planes, not 14x14
 
 // Grouped (not channel-wise) convolutions whose groups are small: direct's register tiles
 // against im2col's GEMM per group (Xeon model 207, 1 thread, NCHW, ResNeXt-50's grouped
-// 3x3 layers, 32 groups): 4 channels a group at 56x56 0.67 against 2.3 ms, 8 at 28x28 0.67
-// against 1.4, 16 at 14x14 0.93 against 1.26, 32 at 7x7 1.0 against 1.1; 64 channels a
+// 3x3 layers, 32 groups): 4 channels a group at 56x56 1.10 against 3.46 ms, 8 at 28x28 1.03
+// against 2.13, 16 at 14x14 0.83 against 1.65, 32 at 7x7 0.80 against 1.02; 64 channels a
 // group lose (256 channels 28x28, 4 groups: 3.1 against 2.4 ms). A 1x1 of 8 channels a group
 // is a GEMM's (0.10 against 0.066 ms), of 3 direct's (0.039 against 0.083).
 constexpr int64_t kDirectMaxGroupChannels = 32, kDirectMax1x1K = 4;
@@ -48,8 +48,8 @@ bool auto_prefers_direct(const Shape& s) {
   return s.d.kernel_h * s.d.kernel_w > 1 ? s.icg <= kDirectMaxGroupChannels : s.k_gemm <= kDirectMax1x1K;
 }
 // In NCHW the engine runs grouped layers on NCHW8 copies; direct reads the rows in place
-// and wins where they are this wide (ResNeXt-50, 1 thread: 56x56 0.84 against 1.4 ms,
-// 28x28 0.68 against 0.80; 14x14 0.76 against 0.34).
+// and wins where they are this wide (ResNeXt-50, 1 thread: 56x56 1.10 against 1.82 ms,
+// 28x28 1.03 against 1.18; 14x14 0.83 against 0.64, 7x7 0.80 against 0.37).
 constexpr int64_t kDirectOverNchw8CopiesMinWidth = 28;
 
 std::string auto_reason_against(const Algorithm* a, const Shape& s) {
