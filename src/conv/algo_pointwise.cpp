@@ -173,8 +173,8 @@ bool engine_shape(const Shape& s, Shape* engine) {
   return grouped_nchw_form(s, engine) || nchw8_form(s, engine);
 }
 
-// What both engines need: NCHW8 (or NHWC with an NCHW8 form), groups that merge into
-// whole blocks, pointwise kernels that serve the shape.
+// What both engines need: NCHW8 (or NHWC with an NCHW8 form, or grouped NCHW), groups
+// that merge into whole blocks, pointwise kernels that serve the shape.
 std::string engine_unusable(const Shape& s) {
   Shape e;
   if (!engine_shape(s, &e)) return "runs NCHW8, or NHWC (input NHWC too) or grouped NCHW through copies";
