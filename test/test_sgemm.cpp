@@ -5,6 +5,9 @@
 #include <array>
 
 #include "common/runtime.h"
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include "gemm_test_util.h"
 
 namespace {
@@ -491,6 +494,22 @@ TEST(Sgemm, NaNInOperandsPropagates) {
     }
   }
 }
+
+#if defined(__x86_64__)
+// Where the CPU's legacy extended leaf names an L2 (AMD's and Intel's 0x80000006), the
+// blocking uses a detected L2, even when the topology leaves cpuinfo reads are hidden (as
+// under some hypervisors): the 256 KiB fallback would size every block for a quarter of
+// a 1 MiB L2.
+TEST(Config, CachesDetectedFromLegacyCpuidLeaves) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000006) GTEST_SKIP() << "no leaf 0x80000006";
+  __get_cpuid(0x80000006, &a, &b, &c, &d);
+  const int64_t legacy_l2 = int64_t{c >> 16} << 10;
+  if (legacy_l2 < (64 << 10) || legacy_l2 > (64 << 20)) GTEST_SKIP() << "leaf names no plausible L2";
+  EXPECT_TRUE(gk::caches().l2_detected);
+  EXPECT_GE(gk::caches().l2, 64 << 10);
+}
+#endif
 
 TEST(Config, DescribesKernelBlockingCachesAndThreads) {
   const std::string s = gk_config_string();

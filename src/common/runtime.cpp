@@ -2,6 +2,9 @@
 
 #include <cpuinfo.h>
 #include <omp.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <pthread.h>
 
 #include <atomic>
@@ -20,6 +23,23 @@ namespace gk {
 
 // ---------------------------------------------------------------- CPU description
 
+#if defined(__x86_64__)
+// Some hypervisors hide the cache-topology leaves cpuinfo reads (4, 0x8000001D) but keep
+// the legacy AMD ones: 0x80000005 ECX[31:24] = L1d KiB, 0x80000006 ECX[31:16] = L2 KiB,
+// EDX[31:18] = L3 in 512 KiB units. Intel fills only the L2 field; a zero stays unknown.
+static void fill_caches_from_legacy_cpuid(CpuInfo& info) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0x80000000, &a, &b, &c, &d)) return;
+  const unsigned max_ext = a;
+  if (info.l1d_bytes == 0 && max_ext >= 0x80000005 && __get_cpuid(0x80000005, &a, &b, &c, &d))
+    info.l1d_bytes = int64_t{c >> 24} << 10;
+  if (max_ext >= 0x80000006 && __get_cpuid(0x80000006, &a, &b, &c, &d)) {
+    if (info.l2_bytes == 0) info.l2_bytes = int64_t{c >> 16} << 10;
+    if (info.l3_bytes == 0) info.l3_bytes = int64_t{d >> 18} << 19;
+  }
+}
+#endif
+
 static CpuInfo detect_cpu() {
   CpuInfo info;
   if (!cpuinfo_initialize()) return info;  // unknown CPU: portable kernel, default blocking
@@ -35,6 +55,9 @@ static CpuInfo detect_cpu() {
   if (cpuinfo_get_l1d_caches_count() > 0) info.l1d_bytes = cpuinfo_get_l1d_cache(0)->size;
   if (cpuinfo_get_l2_caches_count() > 0) info.l2_bytes = cpuinfo_get_l2_cache(0)->size;
   if (cpuinfo_get_l3_caches_count() > 0) info.l3_bytes = cpuinfo_get_l3_cache(0)->size;
+#if defined(__x86_64__)
+  fill_caches_from_legacy_cpuid(info);
+#endif
   info.cores = static_cast<int>(cpuinfo_get_cores_count());
   if (info.cores < 1) info.cores = 1;
 #if defined(__x86_64__)
