@@ -316,44 +316,55 @@ void split_baseline(const float* row, int64_t width, int64_t pad, int64_t len, f
   split_phases<M>(row, width, pad, len, dst);
 }
 #if defined(__x86_64__)
-template <int M>
-__attribute__((target("avx2,fma"))) void in_pixel_major_avx2(const float* const* tiles, int count, int64_t row,
-                                                             float* v, int64_t xs) {
-  input_tiles_pixel_major<M>(tiles, count, row, v, xs);
-}
-template <int M>
-__attribute__((target("avx2,fma"))) void in_blocked_avx2(const float* const* tiles, int count, int64_t row,
-                                                         int channels, float* v, int64_t rs, int64_t xs) {
-  input_tiles_blocked<M>(tiles, count, row, channels, v, rs, xs);
-}
-template <int M>
-__attribute__((target("avx2,fma"))) void out_blocked_avx2(const float* mt, int64_t xs, const float* bias,
-                                                          Finish f, float* out, int64_t row, int64_t oh_n,
-                                                          int64_t ow_n) {
-  output_tile_blocked<M>(mt, xs, bias, f, out, row, oh_n, ow_n);
-}
-template <int M>
-__attribute__((target("avx2,fma"))) void split_avx2(const float* row, int64_t width, int64_t pad, int64_t len,
-                                                    float* dst) {
-  split_phases<M>(row, width, pad, len, dst);
-}
-template <int M>
-__attribute__((target("avx2,fma"))) void input_avx2(const float* b, int64_t len, int lanes, float* v,
-                                                    int64_t st) {
-  input_tile8<M>(b, len, lanes, v, st);
-}
-template <int M>
-__attribute__((target("avx2,fma"))) void output_avx2(const float* mt, int64_t st, int lanes, float bias,
-                                                     Finish f, float* out, int64_t row,
-                                                     int64_t oh_n, int64_t ow_n) {
-  output_tile8<M>(mt, st, lanes, bias, f, out, row, oh_n, ow_n);
-}
+// The same transforms compiled for an ISA: AVX-512VL gives them 32 vector registers, so
+// the 6x6 and 8x8 tiles of F(4x4) and F(6x6) spill far less than with AVX2's 16.
+#define GK_WINOGRAD_TRANSFORMS(isa, target_isa)                                                              \
+  template <int M>                                                                                          \
+  __attribute__((target(target_isa))) void in_pixel_major_##isa(const float* const* tiles, int count,       \
+                                                                int64_t row, float* v, int64_t xs) {        \
+    input_tiles_pixel_major<M>(tiles, count, row, v, xs);                                                   \
+  }                                                                                                         \
+  template <int M>                                                                                          \
+  __attribute__((target(target_isa))) void in_blocked_##isa(const float* const* tiles, int count, int64_t row, \
+                                                            int channels, float* v, int64_t rs, int64_t xs) { \
+    input_tiles_blocked<M>(tiles, count, row, channels, v, rs, xs);                                         \
+  }                                                                                                         \
+  template <int M>                                                                                          \
+  __attribute__((target(target_isa))) void out_blocked_##isa(const float* mt, int64_t xs, const float* bias, \
+                                                             Finish f, float* out, int64_t row, int64_t oh_n, \
+                                                             int64_t ow_n) {                                \
+    output_tile_blocked<M>(mt, xs, bias, f, out, row, oh_n, ow_n);                                          \
+  }                                                                                                         \
+  template <int M>                                                                                          \
+  __attribute__((target(target_isa))) void split_##isa(const float* row, int64_t width, int64_t pad,        \
+                                                       int64_t len, float* dst) {                           \
+    split_phases<M>(row, width, pad, len, dst);                                                             \
+  }                                                                                                         \
+  template <int M>                                                                                          \
+  __attribute__((target(target_isa))) void input_##isa(const float* b, int64_t len, int lanes, float* v,    \
+                                                       int64_t st) {                                        \
+    input_tile8<M>(b, len, lanes, v, st);                                                                   \
+  }                                                                                                         \
+  template <int M>                                                                                          \
+  __attribute__((target(target_isa))) void output_##isa(const float* mt, int64_t st, int lanes, float bias, \
+                                                        Finish f, float* out, int64_t row, int64_t oh_n,    \
+                                                        int64_t ow_n) {                                     \
+    output_tile8<M>(mt, st, lanes, bias, f, out, row, oh_n, ow_n);                                          \
+  }                                                                                                         \
+  template <int M>                                                                                          \
+  TransformFns<M> transform_fns_##isa() {                                                                   \
+    return {input_##isa<M>, output_##isa<M>, split_##isa<M>, in_blocked_##isa<M>, out_blocked_##isa<M>,     \
+            in_pixel_major_##isa<M>};                                                                       \
+  }
+GK_WINOGRAD_TRANSFORMS(avx2, "avx2,fma")
+GK_WINOGRAD_TRANSFORMS(avx512, "avx512f,avx512vl,avx2,fma")
+#undef GK_WINOGRAD_TRANSFORMS
 #endif
 template <int M>
 TransformFns<M> transform_fns() {
 #if defined(__x86_64__)
-  if (conv_config().kernel->simd != SimdLevel::Baseline) return {input_avx2<M>, output_avx2<M>, split_avx2<M>, in_blocked_avx2<M>, out_blocked_avx2<M>,
-                                                                 in_pixel_major_avx2<M>};
+  if (conv_config().kernel->simd == SimdLevel::Avx512) return transform_fns_avx512<M>();
+  if (conv_config().kernel->simd != SimdLevel::Baseline) return transform_fns_avx2<M>();
 #endif
   return {input_baseline<M>, output_baseline<M>, split_baseline<M>, in_blocked_baseline<M>, out_blocked_baseline<M>,
           in_pixel_major_baseline<M>};
@@ -542,11 +553,16 @@ class WinogradConv final : public Prepared {
   int64_t padded_floats() const {
     return std::max(s_.d.in_channels * hp_ * M * len_, round_up(s_.d.in_channels, 8) * hb_ * wb_);
   }
+  // The stride between V's (or M's) alpha^2 planes: a plane of `floats` plus one cache
+  // line. Planes of a multiple of 4 KiB (64 channels x 48 tiles: 12 KiB) put the 36 or 64
+  // streams a tile transform writes (or reads) in one L1 set; the extra line moves each
+  // plane to the next set.
+  static int64_t plane(int64_t floats) { return floats + 16; }
   // + 8: transforms read and write whole vectors past a block's last tile.
-  int64_t v_floats() const { return A * A * round_up(blocking_.channels, 8) * blocking_.tiles + 8; }
+  int64_t v_floats() const { return A * A * plane(round_up(blocking_.channels, 8) * blocking_.tiles) + 8; }
   // M's rows: whole kernel tiles (MR), and in NCHW8 whole channel blocks.
   int64_t m_rows(int64_t channels) const { return std::max(round_up(channels, mr_), round_up(channels, 8)); }
-  int64_t m_floats(int64_t channels) const { return A * A * m_rows(channels) * blocking_.tiles + 8; }
+  int64_t m_floats(int64_t channels) const { return A * A * plane(m_rows(channels) * blocking_.tiles) + 8; }
   // How the output transforms finish an output: the activation, after the residual when
   // adding to the output.
   Finish finish() const { return {s_.d.activation, s_.adds_to_output()}; }
@@ -644,14 +660,15 @@ class WinogradConv final : public Prepared {
     const int64_t used = count - (width - nr_);
     if (used < nr_)
       for (int64_t xi = 0; xi < A * A; ++xi)
-        for (int64_t c = 0; c < icn; ++c) zero_run(v + xi * icn * width + (width - nr_) * icn + c * nr_ + used, nr_ - used);
+        for (int64_t c = 0; c < icn; ++c)
+          zero_run(v + xi * plane(icn * width) + (width - nr_) * icn + c * nr_ + used, nr_ - used);
   }
 
   // NCHW8: V as transform_input writes it, from the padded blocked image, 8 channels by 8
   // tiles at a time (groups of consecutive tiles inside one panel).
   void transform_input_blocked(const float* padded, int64_t t0, int64_t count, int64_t width, int64_t ic0,
                                int64_t icn, float* v) const {
-    const int64_t xi_stride = icn * width, row = wb_ * 8;
+    const int64_t xi_stride = plane(icn * width), row = wb_ * 8;
     for (int64_t c = 0; c < icn; c += 8) {
       const float* plane = padded + (ic0 + c) / 8 * hb_ * row;
       for (int64_t pos = 0; pos < count;) {
@@ -676,7 +693,7 @@ class WinogradConv final : public Prepared {
   void multiply_blocked(const float* v, int64_t count, int64_t width, int64_t ic0, int64_t icn, Range channels,
                         float* m) const {
     const KernelInfo& ker = *cfg_.kernel;
-    const int64_t ocs = channels.end - channels.begin, xi_m = m_rows(ocs) * width;
+    const int64_t ocs = channels.end - channels.begin, xi_m = plane(m_rows(ocs) * width);
     const float beta = ic0 == 0 ? 0.0f : 1.0f;
     for (int xi = 0; xi < A * A; ++xi) {
       const PackedA& u = *packed_[size_t(xi)];
@@ -685,19 +702,19 @@ class WinogradConv final : public Prepared {
         for (int64_t r = 0; r < ocs; r += mr_)
           run_ukernel_blocked_c(ker, std::min(mr_, ocs - r), cols, icn, 1.0f,
                                 u.panel(channels.begin + r, mr_, ic0, icn, int(mr_), nullptr),
-                                v + xi * icn * width + p * icn * nr_, nr_, beta, m + xi * xi_m, width * 8, nullptr,
+                                v + xi * plane(icn * width) + p * icn * nr_, nr_, beta, m + xi * xi_m, width * 8, nullptr,
                                 r, p * nr_);
       }
       if (ocs % 8) zero_padding_lanes(m + xi * xi_m + (ocs / 8) * width * 8, count, ocs % 8);
     }
   }
 
-  // NCHW8 on the pointwise kernels: V[xi] at v + xi * IC8 * width (IC8: icn rounded up to
+  // NCHW8 on the pointwise kernels: V[xi] at v + xi * plane(IC8 * width) (IC8: icn rounded up to
   // 8), an NCHW8 image of `width` tiles (channel block b at + b * width * 8); the tiles
   // past `count` zeroed.
   void transform_input_pixel_major(const float* padded, int64_t t0, int64_t count, int64_t width, int64_t ic0,
                                    int64_t icn, float* v) const {
-    const int64_t xi_stride = round_up(icn, 8) * width, row = wb_ * 8;
+    const int64_t xi_stride = plane(round_up(icn, 8) * width), row = wb_ * 8;
     for (int64_t c = 0; c < icn; c += 8) {
       const float* plane = padded + (ic0 + c) / 8 * hb_ * row;
       float* vb = v + c * width;
@@ -718,8 +735,8 @@ class WinogradConv final : public Prepared {
   // M[xi] (+)= U[xi] V[xi] on the pointwise kernels, M stored as multiply_blocked stores it.
   void multiply_pointwise(const float* v, int64_t count, int64_t width, int64_t ic0, int64_t icn, Range channels,
                           float* m) const {
-    const int64_t ocs = channels.end - channels.begin, xi_m = m_rows(ocs) * width;
-    const int64_t ic = s_.d.in_channels, ocp = round_up(s_.d.out_channels, 8), xi_v = round_up(icn, 8) * width;
+    const int64_t ocs = channels.end - channels.begin, xi_m = plane(m_rows(ocs) * width);
+    const int64_t ic = s_.d.in_channels, ocp = round_up(s_.d.out_channels, 8), xi_v = plane(round_up(icn, 8) * width);
     gk_pointwise_args args;
     args.full_blocks = icn / 8, args.tail_channels = icn % 8;
     args.x_block_stride = width * 8, args.x_row_stride = 8, args.y_block_stride = width * 8;
@@ -761,7 +778,7 @@ class WinogradConv final : public Prepared {
   void transform_output_blocked(const float* m, int64_t t0, int64_t count, int64_t width, Range channels,
                                 float* y) const {
     const bool adding = finish().add;
-    const int64_t xi_m = m_rows(channels.end - channels.begin) * width, row = s_.ow * 8;
+    const int64_t xi_m = plane(m_rows(channels.end - channels.begin) * width), row = s_.ow * 8;
     for (int64_t o = channels.begin; o < channels.end; o += 8) {
       const float* mb = m + (o - channels.begin) / 8 * width * 8;
       float* plane = y + o / 8 * s_.oh * row;
@@ -798,11 +815,11 @@ class WinogradConv final : public Prepared {
     });
   }
 
-  // V for channels [ic0, ic0 + icn): V[xi] at v + xi * icn * width, panel p (tiles
+  // V for channels [ic0, ic0 + icn): V[xi] at v + xi * plane(icn * width), panel p (tiles
   // [p * NR, p * NR + NR)) at + p * icn * NR, channel c's row of NR tiles at + c * NR.
   void transform_input(const float* padded, int64_t t0, int64_t count, int64_t width, int64_t ic0,
                        int64_t icn, float* v) const {
-    const int64_t xi_stride = icn * width;
+    const int64_t xi_stride = plane(icn * width);
     for (int64_t c = 0; c < icn; ++c) {
       for_each_tile_group(t0, count, nr_, [&](int64_t pos, int lanes) {
         const int64_t ty = (t0 + pos) / tw_, tx = (t0 + pos) % tw_;
@@ -833,7 +850,7 @@ class WinogradConv final : public Prepared {
       for (int64_t p = 0; p * nr_ < count; ++p) {
         int64_t cols = 0;
         const gk_ukernel_fn fn = kernel_for_columns(ker, std::min(nr_, count - p * nr_), &cols);
-        const float* b = v + xi * icn * width + p * icn * nr_;
+        const float* b = v + xi * plane(icn * width) + p * icn * nr_;
         float* c = m + xi * width + p * nr_;
         for (int64_t r = 0; r < rows; r += mr_) {
           const gk_ukernel_args args{u.panel(channels.begin + r, mr_, ic0, icn, int(mr_), nullptr), b,
