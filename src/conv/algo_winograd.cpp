@@ -363,7 +363,7 @@ GK_WINOGRAD_TRANSFORMS(avx512, "avx512f,avx512vl,avx2,fma")
 template <int M>
 TransformFns<M> transform_fns() {
 #if defined(__x86_64__)
-  if (conv_config().kernel->simd == SimdLevel::Avx512) return transform_fns_avx512<M>();
+  if (active_config().kernel->simd == SimdLevel::Avx512) return transform_fns_avx512<M>();
   if (conv_config().kernel->simd != SimdLevel::Baseline) return transform_fns_avx2<M>();
 #endif
   return {input_baseline<M>, output_baseline<M>, split_baseline<M>, in_blocked_baseline<M>, out_blocked_baseline<M>,
