@@ -117,16 +117,20 @@ TEST(Winograd, ForcedTileAndChannelBlocks) {
 }
 
 // Every left and top padding up to 3 on rows wide enough for the vectorized phase split,
-// and asymmetric right and bottom padding.
+// and asymmetric right and bottom padding; and paddings wider than a tile's window (whole
+// tiles of zeros). NCHW (the padded phase copy) and NCHW8 (tiles read in place, border
+// tiles from their window's copy; 12 channels: a partial second block).
 TEST(Winograd, PaddingsOnWideRows) {
   int i = 0;
-  for (const Variant& v : kVariants)
-    for (int64_t pad = 0; pad <= 3; ++pad) {
-      gk_conv_desc d = desc3x3(1, 3, 11, 83, 4, pad);
-      d.pad_right = 3 - pad, d.pad_bottom = (pad + 1) % 4;
-      SCOPED_TRACE("F" + std::to_string(v.m) + " pad " + std::to_string(pad));
-      gktest::check_conv(gktest::make_conv_case(d, true, uint32_t(40 + i++)), v.algo, 0, v.bound);
-    }
+  for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8})
+    for (const Variant& v : kVariants)
+      for (int64_t pad : {0, 1, 2, 3, 9}) {
+        gk_conv_desc d = desc3x3(1, layout == GK_LAYOUT_NCHW8 ? 12 : 3, 11, 83, 4, pad);
+        d.pad_right = pad == 9 ? 1 : 3 - pad, d.pad_bottom = (pad + 1) % 4;
+        d.layout = layout;
+        SCOPED_TRACE("F" + std::to_string(v.m) + " pad " + std::to_string(pad) + " layout " + std::to_string(layout));
+        gktest::check_conv(gktest::make_conv_case(d, true, uint32_t(40 + i++)), v.algo, 0, v.bound);
+      }
 }
 
 // Fewer tile blocks than threads (a 7x7 output): the two threads split the output

@@ -6,8 +6,10 @@
 // Plan time: the weights become U[xi] = (G g G^T)[xi] (in double), packed for the
 // micro-kernel as A panels (MR output channels x IC) per position xi < alpha^2.
 //
-// Run time, per image: the input is copied once into a zero-padded plane split into m
-// column phases (no tile needs bounds checks; the 8 tiles of a vector are one load). The
+// Run time, per image: in NCHW the input is copied once into a zero-padded plane split
+// into m column phases (no tile needs bounds checks; the 8 tiles of a vector are one load);
+// NCHW8 reads the image in place, and a tile reaching into the padding from a copy of its
+// alpha x alpha window (so the workspace is a block, whatever the image size). The
 // output tiles, numbered row-major, are cut into blocks of at most `nr_tiles` tiles (whole
 // micro-panels of NR tiles); each block runs, on one thread:
 //   for each input-channel block [ic0, ic0 + icb):
@@ -213,12 +215,12 @@ GK_INLINE void output_tile8(const float* mt, int64_t xi_stride, int lanes, float
 // NCHW8: the transforms vectorized over the 8 channels of a block instead of over tiles.
 
 // V = B^T d B for `count` (<= 8) tiles of one channel block: tiles[q] is tile q's top-left
-// in the padded NCHW8 image (row stride `row` floats, 8 channels per pixel). Computed per
+// (rows[q] floats a row, 8 channels per pixel: in the image, or a border tile's copy). Computed per
 // tile with vectors over channels, then turned by one 8 x 8 transpose per xi into the
 // packed-B order: channel l's row of tiles at v + xi * xi_stride + l * row_stride, the
 // first `channels` channels and `count` tiles written.
 template <int M>
-GK_INLINE void input_tiles_blocked(const float* const* tiles, int count, int64_t row, int channels, float* v,
+GK_INLINE void input_tiles_blocked(const float* const* tiles, int count, const int64_t* rows, int channels, float* v,
                                    int64_t row_stride, int64_t xi_stride) {
   constexpr int A = M + 2;
   alignas(32) float tmp[A * A][8][8];  // [xi][tile][channel]
@@ -229,7 +231,7 @@ GK_INLINE void input_tiles_blocked(const float* const* tiles, int count, int64_t
     }
     v8 d[A][A], t[A][A];
     for (int k = 0; k < A; ++k)
-      for (int j = 0; j < A; ++j) d[k][j] = load8(tiles[q] + k * row + j * 8);
+      for (int j = 0; j < A; ++j) d[k][j] = load8(tiles[q] + k * rows[q] + j * 8);
     left_multiply<InputMatrix<M>, A>(d, t);
     for (int i = 0; i < A; ++i) right_multiply_store<InputMatrix<M>, A>(t[i], tmp[i * A][q], 64, 8);
   }
@@ -267,9 +269,9 @@ struct TransformFns {
   void (*in)(const float*, int64_t, int, float*, int64_t);
   void (*out)(const float*, int64_t, int, float, Finish, float*, int64_t, int64_t, int64_t);
   void (*split)(const float*, int64_t, int64_t, int64_t, float*);
-  void (*in_blocked)(const float* const*, int, int64_t, int, float*, int64_t, int64_t);
+  void (*in_blocked)(const float* const*, int, const int64_t*, int, float*, int64_t, int64_t);
   void (*out_blocked)(const float*, int64_t, const float*, Finish, float*, int64_t, int64_t, int64_t);
-  void (*in_pixel_major)(const float* const*, int, int64_t, float*, int64_t);
+  void (*in_pixel_major)(const float* const*, int, const int64_t*, float*, int64_t);
 };
 template <int M>
 void input_baseline(const float* b, int64_t len, int lanes, float* v, int64_t st) {
@@ -284,13 +286,13 @@ void output_baseline(const float* mt, int64_t st, int lanes, float bias, Finish 
 // tiles, tile q's 8 channels at v + xi * xi_stride + q * 8, straight from the per-tile
 // vectors (no transpose).
 template <int M>
-GK_INLINE void input_tiles_pixel_major(const float* const* tiles, int count, int64_t row, float* v,
+GK_INLINE void input_tiles_pixel_major(const float* const* tiles, int count, const int64_t* rows, float* v,
                                        int64_t xi_stride) {
   constexpr int A = M + 2;
   for (int q = 0; q < count; ++q) {
     v8 d[A][A], t[A][A];
     for (int k = 0; k < A; ++k)
-      for (int j = 0; j < A; ++j) d[k][j] = load8(tiles[q] + k * row + j * 8);
+      for (int j = 0; j < A; ++j) d[k][j] = load8(tiles[q] + k * rows[q] + j * 8);
     left_multiply<InputMatrix<M>, A>(d, t);
     for (int i = 0; i < A; ++i)
       right_multiply_store<InputMatrix<M>, A>(t[i], v + i * A * xi_stride + q * 8, xi_stride, 8);
@@ -298,13 +300,13 @@ GK_INLINE void input_tiles_pixel_major(const float* const* tiles, int count, int
 }
 
 template <int M>
-void in_pixel_major_baseline(const float* const* tiles, int count, int64_t row, float* v, int64_t xs) {
-  input_tiles_pixel_major<M>(tiles, count, row, v, xs);
+void in_pixel_major_baseline(const float* const* tiles, int count, const int64_t* rows, float* v, int64_t xs) {
+  input_tiles_pixel_major<M>(tiles, count, rows, v, xs);
 }
 template <int M>
-void in_blocked_baseline(const float* const* tiles, int count, int64_t row, int channels, float* v, int64_t rs,
+void in_blocked_baseline(const float* const* tiles, int count, const int64_t* rows, int channels, float* v, int64_t rs,
                          int64_t xs) {
-  input_tiles_blocked<M>(tiles, count, row, channels, v, rs, xs);
+  input_tiles_blocked<M>(tiles, count, rows, channels, v, rs, xs);
 }
 template <int M>
 void out_blocked_baseline(const float* mt, int64_t xs, const float* bias, Finish f, float* out, int64_t row,
@@ -316,18 +318,19 @@ void split_baseline(const float* row, int64_t width, int64_t pad, int64_t len, f
   split_phases<M>(row, width, pad, len, dst);
 }
 #if defined(__x86_64__)
-// The same transforms compiled for an ISA: AVX-512VL gives them 32 vector registers, so
-// the 6x6 and 8x8 tiles of F(4x4) and F(6x6) spill far less than with AVX2's 16.
+// The same transforms compiled for an ISA. AVX-512VL gives them 32 vector registers
+// (NCHW8 F(4x4), Zen 5: 3-8% faster than the AVX2 build).
 #define GK_WINOGRAD_TRANSFORMS(isa, target_isa)                                                              \
   template <int M>                                                                                          \
   __attribute__((target(target_isa))) void in_pixel_major_##isa(const float* const* tiles, int count,       \
-                                                                int64_t row, float* v, int64_t xs) {        \
-    input_tiles_pixel_major<M>(tiles, count, row, v, xs);                                                   \
+                                                                const int64_t* rows, float* v, int64_t xs) { \
+    input_tiles_pixel_major<M>(tiles, count, rows, v, xs);                                                  \
   }                                                                                                         \
   template <int M>                                                                                          \
-  __attribute__((target(target_isa))) void in_blocked_##isa(const float* const* tiles, int count, int64_t row, \
-                                                            int channels, float* v, int64_t rs, int64_t xs) { \
-    input_tiles_blocked<M>(tiles, count, row, channels, v, rs, xs);                                         \
+  __attribute__((target(target_isa))) void in_blocked_##isa(const float* const* tiles, int count,           \
+                                                            const int64_t* rows, int channels, float* v,    \
+                                                            int64_t rs, int64_t xs) {                       \
+    input_tiles_blocked<M>(tiles, count, rows, channels, v, rs, xs);                                        \
   }                                                                                                         \
   template <int M>                                                                                          \
   __attribute__((target(target_isa))) void out_blocked_##isa(const float* mt, int64_t xs, const float* bias, \
@@ -489,8 +492,7 @@ class WinogradConv final : public Prepared {
     hp_ = th_ * M + 2, len_ = tw_ + 1 + 8;
     fns_ = transform_fns<M>();
     blocking_ = blocking<M>(s, nr_, mr_, nr_tiles);
-    // NCHW8: the padded image of tile rows and columns, and the bias per 8-channel block.
-    hb_ = th_ * M + 2, wb_ = tw_ * M + 2;
+    // NCHW8: the bias per 8-channel block.
     bias_blocked_.assign(size_t(round_up(oc, 8)), 0.0f);
     if (bias) std::copy(bias, bias + oc, bias_blocked_.begin());
   }
@@ -500,8 +502,12 @@ class WinogradConv final : public Prepared {
     return true;
   }
 
-  // The padded input (shared by the threads) and one thread's V and M blocks.
-  WorkspaceNeed need() const override { return {padded_floats(), round_up(v_floats(), 16) + m_floats(s_.d.out_channels)}; }
+  // NCHW: the padded input (shared by the threads). Per thread: V, M and, in NCHW8, the
+  // copies of up to 8 border tiles.
+  WorkspaceNeed need() const override {
+    return {blocked() ? 0 : padded_floats(),
+            round_up(v_floats(), 16) + round_up(m_floats(s_.d.out_channels), 16) + (blocked() ? kBorderFloats : 0)};
+  }
 
   // NCHW8 runs in place: transforms vectorized over the channels of a block, M stored
   // channel-blocked (so the output transform reads one vector per xi), when a kernel
@@ -513,7 +519,7 @@ class WinogradConv final : public Prepared {
 
   void run(const float* input, float* output, const Workspace& ws) const override {
     const gk_conv_desc& d = s_.d;
-    const bool blocked = d.layout != GK_LAYOUT_NCHW && native_layout(d.layout);  // else NCHW copies
+    const bool blocked = this->blocked();
     const int64_t oc = d.out_channels;
     const int64_t in_image = (blocked ? round_up(d.in_channels, 8) : d.in_channels) * d.in_height * d.in_width;
     const int64_t out_image = (blocked ? round_up(oc, 8) : oc) * s_.pixels();
@@ -526,11 +532,7 @@ class WinogradConv final : public Prepared {
       const float* x = input + n * in_image;
       float* y = output + n * out_image;
       PhaseClock clock(sink);
-      if (blocked) {
-        pad_blocked(x, padded, threads);
-      } else {
-        pad_image(x, padded, threads);
-      }
+      if (!blocked) pad_image(x, padded, threads);
       clock.lap(&PhaseTimes::input_s);
       parallel_region(threads, [&] {
         const int tid = omp_get_thread_num();
@@ -540,9 +542,10 @@ class WinogradConv final : public Prepared {
           // V, then M (at most all the output channels' m_floats, as need() counts).
           float* v = ws.block(tid);
           float* m = v + round_up(v_floats(), 16);
+          float* border = m + round_up(m_floats(s_.d.out_channels), 16);
           for (int64_t b = mine.begin; b < mine.end; ++b) {
             const Range tiles = block_tiles(b, blocks);
-            run_block(padded, tiles, channels, v, m, y, blocked, sink);
+            run_block(blocked ? x : padded, tiles, channels, v, m, border, y, blocked, sink);
           }
         }
       });
@@ -550,9 +553,11 @@ class WinogradConv final : public Prepared {
   }
 
  private:
-  int64_t padded_floats() const {
-    return std::max(s_.d.in_channels * hp_ * M * len_, round_up(s_.d.in_channels, 8) * hb_ * wb_);
-  }
+  // NCHW8 runs on the blocked tensors in place (else on NCHW copies).
+  bool blocked() const { return s_.d.layout != GK_LAYOUT_NCHW && native_layout(s_.d.layout); }
+  int64_t padded_floats() const { return s_.d.in_channels * hp_ * M * len_; }
+  // NCHW8: a group of up to 8 tiles, each alpha x alpha pixels of 8 channels.
+  static constexpr int64_t kBorderFloats = 8 * A * A * 8;
   // The stride between V's (or M's) alpha^2 planes: a plane of `floats` plus one cache
   // line. Planes of a multiple of 4 KiB (64 channels x 48 tiles: 12 KiB) put the 36 or 64
   // streams a tile transform writes (or reads) in one L1 set; the extra line moves each
@@ -623,18 +628,20 @@ class WinogradConv final : public Prepared {
 
   // One block of tiles for output channels [channels.begin, channels.end): the channel
   // blocks' transforms and GEMMs into M, then the output transform.
-  void run_block(const float* padded, Range tiles, Range channels, float* v, float* m, float* y, bool blocked,
-                 PhaseTimes* sink) const {
+  // src: the padded NCHW copy, or in NCHW8 the input image itself (border: the thread's
+  // buffer for tiles that reach into the padding).
+  void run_block(const float* src, Range tiles, Range channels, float* v, float* m, float* border, float* y,
+                 bool blocked, PhaseTimes* sink) const {
     const int64_t count = tiles.end - tiles.begin, width = round_up(count, nr_);
     PhaseClock clock(sink);
     // NCHW8: channel blocks in whole 8-channel blocks.
     for_each_balanced_block(s_.d.in_channels, blocking_.channels, blocked ? 8 : 1, [&](int64_t ic0, int64_t icn) {
       if (pointwise_) {
-        transform_input_pixel_major(padded, tiles.begin, count, width, ic0, icn, v);
+        transform_input_pixel_major(src, tiles.begin, count, width, ic0, icn, border, v);
       } else if (blocked) {
-        transform_input_blocked(padded, tiles.begin, count, width, ic0, icn, v);
+        transform_input_blocked(src, tiles.begin, count, width, ic0, icn, border, v);
       } else {
-        transform_input(padded, tiles.begin, count, width, ic0, icn, v);
+        transform_input(src, tiles.begin, count, width, ic0, icn, v);
       }
       clock.lap(&PhaseTimes::input_s);
       if (pointwise_) {
@@ -664,21 +671,46 @@ class WinogradConv final : public Prepared {
           zero_run(v + xi * plane(icn * width) + (width - nr_) * icn + c * nr_ + used, nr_ - used);
   }
 
-  // NCHW8: V as transform_input writes it, from the padded blocked image, 8 channels by 8
-  // tiles at a time (groups of consecutive tiles inside one panel).
-  void transform_input_blocked(const float* padded, int64_t t0, int64_t count, int64_t width, int64_t ic0,
-                               int64_t icn, float* v) const {
-    const int64_t xi_stride = plane(icn * width), row = wb_ * 8;
+  // NCHW8: where tile t's alpha x alpha window of channel block `block` starts: in the
+  // image x when it lies inside, else in border slot q, a copy with zeros for the padding.
+  // *row: the floats from one of its rows to the next.
+  const float* tile_window(const float* x, int64_t block, int64_t t, float* border, int q, int64_t* row) const {
+    const gk_conv_desc& d = s_.d;
+    const int64_t h = d.in_height, w = d.in_width;
+    const int64_t iy = t / tw_ * M - d.pad_top, ix = t % tw_ * M - d.pad_left;
+    const float* image = x + block * h * w * 8;
+    if (iy >= 0 && ix >= 0 && iy + A <= h && ix + A <= w) {
+      *row = w * 8;
+      return image + (iy * w + ix) * 8;
+    }
+    float* copy = border + q * A * A * 8;
+    const int64_t lo = std::clamp<int64_t>(-ix, 0, A), hi = std::clamp<int64_t>(w - ix, lo, A);
+    for (int64_t r = 0; r < A; ++r) {
+      float* dst = copy + r * A * 8;
+      if (iy + r < 0 || iy + r >= h) {
+        zero_run(dst, A * 8);
+        continue;
+      }
+      zero_run(dst, lo * 8);
+      copy_run(dst + lo * 8, image + ((iy + r) * w + ix + lo) * 8, (hi - lo) * 8);
+      zero_run(dst + hi * 8, (A - hi) * 8);
+    }
+    *row = A * 8;
+    return copy;
+  }
+
+  // NCHW8: V as transform_input writes it, from the blocked image, 8 channels by 8 tiles at
+  // a time (groups of consecutive tiles inside one panel).
+  void transform_input_blocked(const float* x, int64_t t0, int64_t count, int64_t width, int64_t ic0,
+                               int64_t icn, float* border, float* v) const {
+    const int64_t xi_stride = plane(icn * width);
     for (int64_t c = 0; c < icn; c += 8) {
-      const float* plane = padded + (ic0 + c) / 8 * hb_ * row;
       for (int64_t pos = 0; pos < count;) {
         const int count8 = int(std::min<int64_t>({8, count - pos, nr_ - pos % nr_}));
         const float* tiles[8];
-        for (int q = 0; q < count8; ++q) {
-          const int64_t ty = (t0 + pos + q) / tw_, tx = (t0 + pos + q) % tw_;
-          tiles[q] = plane + ty * M * row + tx * M * 8;
-        }
-        fns_.in_blocked(tiles, count8, row, int(std::min<int64_t>(8, icn - c)),
+        int64_t rows[8];
+        for (int q = 0; q < count8; ++q) tiles[q] = tile_window(x, (ic0 + c) / 8, t0 + pos + q, border, q, &rows[q]);
+        fns_.in_blocked(tiles, count8, rows, int(std::min<int64_t>(8, icn - c)),
                         v + (pos / nr_) * icn * nr_ + c * nr_ + pos % nr_, nr_, xi_stride);
         pos += count8;
       }
@@ -712,20 +744,17 @@ class WinogradConv final : public Prepared {
   // NCHW8 on the pointwise kernels: V[xi] at v + xi * plane(IC8 * width) (IC8: icn rounded up to
   // 8), an NCHW8 image of `width` tiles (channel block b at + b * width * 8); the tiles
   // past `count` zeroed.
-  void transform_input_pixel_major(const float* padded, int64_t t0, int64_t count, int64_t width, int64_t ic0,
-                                   int64_t icn, float* v) const {
-    const int64_t xi_stride = plane(round_up(icn, 8) * width), row = wb_ * 8;
+  void transform_input_pixel_major(const float* x, int64_t t0, int64_t count, int64_t width, int64_t ic0,
+                                   int64_t icn, float* border, float* v) const {
+    const int64_t xi_stride = plane(round_up(icn, 8) * width);
     for (int64_t c = 0; c < icn; c += 8) {
-      const float* plane = padded + (ic0 + c) / 8 * hb_ * row;
       float* vb = v + c * width;
       for (int64_t pos = 0; pos < count; pos += 8) {
         const int count8 = int(std::min<int64_t>(8, count - pos));
         const float* tiles[8];
-        for (int q = 0; q < count8; ++q) {
-          const int64_t ty = (t0 + pos + q) / tw_, tx = (t0 + pos + q) % tw_;
-          tiles[q] = plane + ty * M * row + tx * M * 8;
-        }
-        fns_.in_pixel_major(tiles, count8, row, vb + pos * 8, xi_stride);
+        int64_t rows[8];
+        for (int q = 0; q < count8; ++q) tiles[q] = tile_window(x, (ic0 + c) / 8, t0 + pos + q, border, q, &rows[q]);
+        fns_.in_pixel_major(tiles, count8, rows, vb + pos * 8, xi_stride);
       }
       if (count < width)
         for (int xi = 0; xi < A * A; ++xi) zero_run(vb + xi * xi_stride + count * 8, (width - count) * 8);
@@ -789,30 +818,6 @@ class WinogradConv final : public Prepared {
                          plane + ty * M * row + tx * M * 8, row, s_.oh - ty * M, s_.ow - tx * M);
       }
     }
-  }
-
-  // NCHW8: each channel block's image zero-padded to the tile grid plus the 2-pixel halo
-  // (hb_ x wb_ pixels of 8 channels), so every tile reads inside.
-  void pad_blocked(const float* x, float* padded, int threads) const {
-    const gk_conv_desc& d = s_.d;
-    const int64_t blocks = ceil_div(d.in_channels, 8);
-    const int64_t lo = std::min(wb_, d.pad_left), hi = std::max(lo, std::min(wb_, d.pad_left + d.in_width));
-    parallel_region(threads, [&] {
-#pragma omp for schedule(static)
-      for (int64_t cb = 0; cb < blocks; ++cb)
-        for (int64_t r = 0; r < hb_; ++r) {
-          const int64_t ih = r - d.pad_top;
-          float* dst = padded + (cb * hb_ + r) * wb_ * 8;
-          if (ih < 0 || ih >= d.in_height) {
-            zero_run(dst, wb_ * 8);
-            continue;
-          }
-          const float* src = x + (cb * d.in_height + ih) * d.in_width * 8;
-          zero_run(dst, lo * 8);
-          copy_run(dst + lo * 8, src + (lo - d.pad_left) * 8, (hi - lo) * 8);
-          zero_run(dst + hi * 8, (wb_ - hi) * 8);
-        }
-    });
   }
 
   // V for channels [ic0, ic0 + icn): V[xi] at v + xi * plane(icn * width), panel p (tiles
@@ -901,7 +906,7 @@ class WinogradConv final : public Prepared {
   std::vector<float> bias_, bias_blocked_;
   std::vector<std::unique_ptr<PackedA>> packed_;
   TransformFns<M> fns_;
-  int64_t th_, tw_, hp_, len_, hb_, wb_;
+  int64_t th_, tw_, hp_, len_;
   Blocking blocking_;
 };
 
