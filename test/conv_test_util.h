@@ -45,10 +45,17 @@ inline bool nhwc_with_nchw8_form(const gk_conv_desc& d) {
   return d.layout == GK_LAYOUT_NHWC && !(d.flags & GK_CONV_FLAG_NCHW_INPUT);
 }
 
-// Whether the NCHW8 engines run d's layout: NCHW8, NHWC as above, or a grouped NCHW
-// descriptor (on NCHW8 copies).
+// Whether the NCHW8 engines run an NCHW descriptor (on NCHW8 copies): grouped ones, and
+// with AVX-512's pointwise kernels ungrouped ones of 8+ input channels larger than 1x1.
+inline bool nchw_with_nchw8_form(const gk_conv_desc& d) {
+  if (d.layout != GK_LAYOUT_NCHW) return false;
+  if (d.groups > 1) return true;
+  return d.kernel_h * d.kernel_w > 1 && d.in_channels >= 8 && gk::pointwise_kernel().simd == gk::SimdLevel::Avx512;
+}
+
+// Whether the NCHW8 engines run d's layout: NCHW8, NHWC or NCHW as above.
 inline bool engine_runs_layout(const gk_conv_desc& d) {
-  return d.layout == GK_LAYOUT_NCHW8 || nhwc_with_nchw8_form(d) || (d.layout == GK_LAYOUT_NCHW && d.groups > 1);
+  return d.layout == GK_LAYOUT_NCHW8 || nhwc_with_nchw8_form(d) || nchw_with_nchw8_form(d);
 }
 
 // Whether the NCHW8 engines serve d's grouping: ungrouped, or up to 4 consecutive groups

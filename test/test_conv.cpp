@@ -191,6 +191,8 @@ TEST(Conv, EveryNetworkLayerWithDefaultAlgorithm) {
     } else if (d.kernel_h == 3 && d.stride_h == 1 && d.groups == 1 &&
                std::min(d.in_channels, d.out_channels) >= 16 && ((c.oh + 1) / 2) * ((c.ow + 1) / 2) >= 16) {
       EXPECT_EQ(algo, "winograd_f23");  // the accurate variant (HIGH_ACCURACY is set)
+    } else if (gktest::engine_runs_layout(d) && gk::pointwise_kernel().pointwise[0].fn) {
+      EXPECT_EQ(algo, "pointwise_nchw8");  // on NCHW8 copies
     } else {
       EXPECT_EQ(algo, "im2col_gemm");
     }
