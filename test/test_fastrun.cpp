@@ -18,8 +18,8 @@
 
 namespace {
 
-// A 3x3 stride-1 layer: candidates are im2col_gemm (AUTO's choice for 8 channels), the
-// Winograd variants and their tunings, and direct.
+// A 3x3 stride-1 layer: candidates are im2col_gemm (AUTO's choice for 8 channels, or with
+// AVX-512 the NCHW8 engine on copies), the Winograd variants and their tunings, and direct.
 gk_conv_desc layer() {
   gk_conv_desc d;
   gk_conv_desc_init(&d);

@@ -118,19 +118,46 @@ TEST(Winograd, ForcedTileAndChannelBlocks) {
 
 // Every left and top padding up to 3 on rows wide enough for the vectorized phase split,
 // and asymmetric right and bottom padding; and paddings wider than a tile's window (whole
-// tiles of zeros). NCHW (the padded phase copy) and NCHW8 (tiles read in place, border
-// tiles from their window's copy; 12 channels: a partial second block).
+// tiles of zeros). NCHW (3 channels: the padded phase copy; 12: the same, or with
+// AVX-512 the NCHW8 form on copies) and NCHW8 (tiles read in place, border tiles from
+// their window's copy; 12 channels: a partial second block), with every kernel: AVX-512's
+// pointwise GEMMs, AVX2's blocked ones.
 TEST(Winograd, PaddingsOnWideRows) {
   int i = 0;
-  for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8})
-    for (const Variant& v : kVariants)
-      for (int64_t pad : {0, 1, 2, 3, 9}) {
-        gk_conv_desc d = desc3x3(1, layout == GK_LAYOUT_NCHW8 ? 12 : 3, 11, 83, 4, pad);
-        d.pad_right = pad == 9 ? 1 : 3 - pad, d.pad_bottom = (pad + 1) % 4;
-        d.layout = layout;
-        SCOPED_TRACE("F" + std::to_string(v.m) + " pad " + std::to_string(pad) + " layout " + std::to_string(layout));
-        gktest::check_conv(gktest::make_conv_case(d, true, uint32_t(40 + i++)), v.algo, 0, v.bound);
+  gktest::for_each_kernel([&](const gk::KernelInfo& k) {
+    for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8})
+      for (int64_t ic : {3, 12}) {
+        if (layout == GK_LAYOUT_NCHW8 && ic == 3) continue;
+        for (const Variant& v : kVariants)
+          for (int64_t pad : {0, 1, 2, 3, 9}) {
+            gk_conv_desc d = desc3x3(1, ic, 11, 83, 4, pad);
+            d.pad_right = pad == 9 ? 1 : 3 - pad, d.pad_bottom = (pad + 1) % 4;
+            d.layout = layout;
+            SCOPED_TRACE(std::string(k.name) + " F" + std::to_string(v.m) + " ic " + std::to_string(ic) + " pad " +
+                         std::to_string(pad) + " layout " + std::to_string(layout));
+            gktest::check_conv(gktest::make_conv_case(d, true, uint32_t(40 + i++)), v.algo, 0, v.bound);
+          }
       }
+  });
+}
+
+// Channel blocks that are not a multiple of 8 (GEMMKIT_WINOGRAD_IC_BLOCK=20, as a 256 KiB
+// L2 gave 682 with NR = 24): in NCHW8 each block is rounded up to whole 8-channel blocks,
+// which the transforms read one at a time. 41 to 100 channels: 2 to 5 blocks.
+TEST(Winograd, ChannelBlocksNotAMultipleOf8) {
+  const ScopedEnv channels("GEMMKIT_WINOGRAD_IC_BLOCK", "20");
+  int i = 0;
+  gktest::for_each_kernel([&](const gk::KernelInfo& k) {
+    for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8})
+      for (int64_t ic : {41, 61, 100})
+        for (const Variant& v : kVariants) {
+          gk_conv_desc d = desc3x3(1, ic, 9, 13, 11, 1);
+          d.layout = layout;
+          SCOPED_TRACE(std::string(k.name) + " F" + std::to_string(v.m) + " ic " + std::to_string(ic) + " layout " +
+                       std::to_string(layout));
+          gktest::check_conv(gktest::make_conv_case(d, true, uint32_t(90 + i++)), v.algo, 0, v.bound);
+        }
+  });
 }
 
 // Fewer tile blocks than threads (a 7x7 output): the two threads split the output

@@ -366,7 +366,9 @@ GK_WINOGRAD_TRANSFORMS(avx512, "avx512f,avx512vl,avx2,fma")
 template <int M>
 TransformFns<M> transform_fns() {
 #if defined(__x86_64__)
-  if (active_config().kernel->simd == SimdLevel::Avx512) return transform_fns_avx512<M>();
+  // AVX-512VL: every AVX-512 CPU but Xeon Phi (the kernel table asks only for AVX-512F).
+  if (active_config().kernel->simd == SimdLevel::Avx512 && __builtin_cpu_supports("avx512vl"))
+    return transform_fns_avx512<M>();
   if (conv_config().kernel->simd != SimdLevel::Baseline) return transform_fns_avx2<M>();
 #endif
   return {input_baseline<M>, output_baseline<M>, split_baseline<M>, in_blocked_baseline<M>, out_blocked_baseline<M>,
@@ -635,7 +637,8 @@ class WinogradConv final : public Prepared {
     const int64_t count = tiles.end - tiles.begin, width = round_up(count, nr_);
     PhaseClock clock(sink);
     // NCHW8: channel blocks in whole 8-channel blocks.
-    for_each_balanced_block(s_.d.in_channels, blocking_.channels, blocked ? 8 : 1, [&](int64_t ic0, int64_t icn) {
+    const int64_t icb = blocked ? round_up(blocking_.channels, 8) : blocking_.channels;
+    for_each_balanced_block(s_.d.in_channels, icb, blocked ? 8 : 1, [&](int64_t ic0, int64_t icn) {
       if (pointwise_) {
         transform_input_pixel_major(src, tiles.begin, count, width, ic0, icn, border, v);
       } else if (blocked) {
@@ -920,7 +923,7 @@ class WinogradConv final : public Prepared {
 bool nchw_through_blocked(const Shape& s, Shape* s8) {
   if (s.d.layout != GK_LAYOUT_NCHW || s.d.in_channels < 8) return false;
   gk_conv_desc d8 = s.d;
-  d8.layout = GK_LAYOUT_NCHW8;
+  d8.layout = GK_LAYOUT_NCHW8, d8.flags &= ~GK_CONV_FLAG_NCHW_INPUT;
   return validate(d8, s8) && pointwise_gemms(*s8);
 }
 
