@@ -1,12 +1,15 @@
 // gk-infer: runs a whole network exported by scripts/export_torchvision.py on a .npy batch.
 //
 //   gk-infer MODEL --input IN.npy [--output OUT.npy] [--threads T] [--layout NCHW|NHWC|NCHW8|NCHW16]
-//            [--algo auto|fastrun] [--high-accuracy] [--time] [--rounds R]
+//            [--algo auto|fastrun] [--high-accuracy] [--time] [--time-ops] [--rounds R]
 //
 // IN.npy: float32 N x C x H x W (the model's C, H, W); OUT.npy: float32 N x classes.
 // --time runs the network R more times (default 10) and ends with the line `median_ms=X`,
 // after a line of per-operation medians (`conv_ms=X maxpool_ms=Y ...`) and the line
 // `conv_ms=X other_ms=Y` (the medians of the time in convolutions and in the rest).
+// --time-ops: --time, and first one line per operation run with its median milliseconds
+// (`op I KIND line L out CxHxW [in C kRxS sT [gG] ALGO] ms=X`), to find which layer a
+// network spends its time in.
 // Exit status: 0 done, 1 the model, input or a run failed (message on stderr), 2 bad usage.
 #include <algorithm>
 #include <chrono>
@@ -27,14 +30,14 @@ struct Args {
   std::string model, input, output;
   int threads = 0;
   gknet::BuildOptions build;
-  bool time = false;
+  bool time = false, time_ops = false;
   int rounds = 10;
 };
 
 const char kUsage[] =
     "usage: gk-infer MODEL --input IN.npy [--output OUT.npy] [--threads T]\n"
     "                [--layout NCHW|NHWC|NCHW8|NCHW16] [--algo auto|fastrun] [--high-accuracy]\n"
-    "                [--time] [--rounds R]\n";
+    "                [--time] [--time-ops] [--rounds R]\n";
 
 bool parse_int(const char* s, int lo, int hi, int* out) {
   char* end = nullptr;
@@ -75,6 +78,7 @@ Parsed parse_args(int argc, char** argv, Args* a) {
       else return std::fprintf(stderr, "gk-infer: --algo takes auto or fastrun\n"), Parsed::Bad;
     } else if (arg == "--high-accuracy") a->build.conv_flags |= GK_CONV_FLAG_HIGH_ACCURACY;
     else if (arg == "--time") a->time = true;
+    else if (arg == "--time-ops") a->time = a->time_ops = true;
     else if (arg == "--help" || arg == "-h") return std::fputs(kUsage, stdout), Parsed::Help;
     else if (arg.compare(0, 2, "--") != 0 && a->model.empty()) a->model = arg;
     else return std::fprintf(stderr, "gk-infer: unexpected argument '%s'\n%s", arg.c_str(), kUsage), Parsed::Bad;
@@ -121,7 +125,7 @@ int main(int argc, char** argv) {
 
   if (args.time) {
     std::vector<double> total, conv, other;
-    std::vector<std::vector<double>> by_kind(gknet::kOpKinds);
+    std::vector<std::vector<double>> by_kind(gknet::kOpKinds), by_op;
     for (int r = 0; r < args.rounds + 1; ++r) {  // one more warm-up after the first run
       gknet::RunProfile p;
       const auto t0 = std::chrono::steady_clock::now();
@@ -130,6 +134,13 @@ int main(int argc, char** argv) {
       if (r == 0) continue;
       total.push_back(s * 1e3), conv.push_back(p.conv_s * 1e3), other.push_back(p.other_s * 1e3);
       for (size_t k = 0; k < by_kind.size(); ++k) by_kind[k].push_back(p.by_kind_s[k] * 1e3);
+      by_op.resize(p.op_s.size());
+      for (size_t i = 0; i < p.op_s.size(); ++i) by_op[i].push_back(p.op_s[i] * 1e3);
+    }
+    if (args.time_ops) {
+      const std::vector<std::string> ops = net.describe_ops();
+      for (size_t i = 0; i < by_op.size() && i < ops.size(); ++i)
+        std::printf("op %zu %s ms=%.3f\n", i, ops[i].c_str(), median(by_op[i]));
     }
     for (size_t k = 0; k < by_kind.size(); ++k)
       if (median(by_kind[k]) > 0) std::printf("%s_ms=%.3f ", gknet::op_name(gknet::OpKind(k)), median(by_kind[k]));

@@ -395,6 +395,8 @@ bool Network::run(const float* input, float* logits, std::string* error, RunProf
     const OpKind kind = m.ops[i]->kind;
     (kind == OpKind::Conv ? profile->conv_s : profile->other_s) += s;
     profile->by_kind_s[int(kind)] += s;
+    profile->op_s.resize(m.ops.size());
+    profile->op_s[i] = s;
   }
   std::memcpy(logits, m.cdata(m.model->output), size_t(m.floats(m.model->output)) * sizeof(float));
   return true;
@@ -407,6 +409,28 @@ std::vector<std::string> Network::conv_algorithms() const {
   for (const auto& p : impl_->plans)
     if (p) names.push_back(gk_conv_plan_algo_name(p->plan));
   return names;
+}
+
+std::vector<std::string> Network::describe_ops() const {
+  const Impl& m = *impl_;
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < m.ops.size(); ++i) {
+    const Op& op = *m.ops[i];
+    std::string line = std::string(op_name(op.kind)) + " line " + std::to_string(op.line);
+    if (!op.out.empty()) {
+      const TensorShape& o = m.model->tensors[size_t(op.out[0])];
+      line += " out " + std::to_string(o.c) + "x" + std::to_string(o.h) + "x" + std::to_string(o.w);
+    }
+    if (m.plans[i]) {
+      const gk_conv_desc& d = op.conv;
+      line += " in " + std::to_string(d.in_channels) + " k" + std::to_string(d.kernel_h) + "x" +
+              std::to_string(d.kernel_w) + " s" + std::to_string(d.stride_h) +
+              (d.groups > 1 ? " g" + std::to_string(d.groups) : "") + " " +
+              gk_conv_plan_algo_name(m.plans[i]->plan);
+    }
+    lines.push_back(line);
+  }
+  return lines;
 }
 
 }  // namespace gknet

@@ -28,6 +28,7 @@ struct BuildOptions {
 struct RunProfile {
   double conv_s = 0, other_s = 0;
   double by_kind_s[kOpKinds] = {};
+  std::vector<double> op_s;  // per operation run, in order (describe_op names them)
 };
 
 class Network {
@@ -44,6 +45,9 @@ class Network {
   int64_t output_features() const;
   // The algorithm each conv runs, in order ("winograd_f43", ...), for reports.
   std::vector<std::string> conv_algorithms() const;
+  // The operations a run times in RunProfile::op_s, one line each: kind, model line, output
+  // shape, and for convolutions the kernel, stride and algorithm.
+  std::vector<std::string> describe_ops() const;
 
  private:
   struct Impl;

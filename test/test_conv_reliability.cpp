@@ -555,6 +555,41 @@ TEST(ConvReliabilityCases, WideLayerSpansSeveralMcBlocks) {
   }
 }
 
+// A prepared algorithm that only records where its workspace blocks lie.
+class BlockRecorder final : public gk::conv::Prepared {
+ public:
+  explicit BlockRecorder(int64_t thread_floats) : thread_floats_(thread_floats) {}
+  void run(const float*, float*, const gk::conv::Workspace& ws) const override {
+    blocks.clear();
+    for (int t = 0; t < ws.threads; ++t) blocks.push_back(ws.block(t));
+  }
+  gk::conv::WorkspaceNeed need() const override { return {0, thread_floats_}; }
+  mutable std::vector<const float*> blocks;
+
+ private:
+  int64_t thread_floats_;
+};
+
+// In the cached workspace of gk_conv_run each thread's block stays where it was from one
+// plan to the next, whatever each needs (so its lines stay in that core's cache), without
+// overlapping the next thread's.
+TEST(ConvReliabilitySteadyState, CachedWorkspaceKeepsEachThreadsBlockInPlace) {
+  gk::conv::Shape s;
+  ASSERT_TRUE(gk::conv::validate(small_desc(), &s));
+  std::vector<float> in(size_t(4 * 8 * 8)), out(size_t(4 * 8 * 8));
+  const int saved = gk_get_num_threads();
+  gk_set_num_threads(2);
+  const BlockRecorder small(1000), large(50000);
+  for (const BlockRecorder* p : {&small, &large, &small})
+    ASSERT_EQ(gk::conv::run_with_cached_workspace(s, *p, in.data(), out.data(), "test"), GK_OK);
+  gk_set_num_threads(saved);
+  ASSERT_EQ(small.blocks.size(), 2u);
+  ASSERT_EQ(large.blocks.size(), 2u);
+  EXPECT_EQ(small.blocks[0], large.blocks[0]);
+  EXPECT_EQ(small.blocks[1], large.blocks[1]);
+  EXPECT_GE(large.blocks[1] - large.blocks[0], 50000);
+}
+
 // After one warm-up run of a plan, gk_conv_run and gk_conv_run_with_workspace allocate
 // nothing: every forced algorithm, layouts NCHW / NHWC / NCHW8, 1 and 2 threads (the child
 // counts every allocation of the process; both runs must also agree).

@@ -444,6 +444,36 @@ TEST(Network, GkInferRunsAModelAndWritesItsLogits) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(logits.data[i], want[i], 1e-3 * scale) << i;
 }
 
+// --time-ops: a line per operation, in order, each with its kind, a convolution's algorithm
+// and a time; median_ms still last.
+TEST(Network, GkInferTimeOpsListsEveryOperation) {
+  const std::string model_path = write_temp("time_ops.gk", pooled_classifier_model(5));
+  const std::string in = testing::TempDir() + "time_ops_in.npy";
+  save_npy(in, {1, 3, 9, 9}, gktest::random_vector(3 * 9 * 9, 7, 0.0f, 1.0f));
+  std::string log;
+  const int status = run_gk_infer(model_path + " --input " + in + " --time-ops --rounds 2", &log);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
+  EXPECT_EQ(log.rfind("median_ms="), log.rfind('\n', log.size() - 2) + 1) << "median_ms must be the last line: " << log;
+  Model model;
+  std::string error;
+  ASSERT_TRUE(gknet::load_model(model_path, &model, &error)) << error;
+  std::istringstream lines(log);
+  size_t next = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.compare(0, 3, "op ") != 0) continue;
+    ASSERT_LT(next, model.ops.size()) << log;
+    const Op& op = model.ops[next];
+    EXPECT_EQ(line.find("op " + std::to_string(next) + " " + gknet::op_name(op.kind) + " line " + std::to_string(op.line)),
+              0u) << line;
+    if (op.kind == OpKind::Conv)
+      EXPECT_NE(line.find(" k" + std::to_string(op.conv.kernel_h) + "x" + std::to_string(op.conv.kernel_w) + " s1 "),
+                std::string::npos) << line;
+    EXPECT_NE(line.find(" ms="), std::string::npos) << line;
+    ++next;
+  }
+  EXPECT_EQ(next, model.ops.size()) << log;
+}
+
 TEST(Network, GkInferRefusesBadInputWithAMessageAndNoCrash) {
   const std::string model_path = write_temp("refuse.gk", pooled_classifier_model(6));
   const std::string dir = testing::TempDir();

@@ -155,13 +155,10 @@ class GroupedPrepared final : public Prepared {
 // stems (im2col_gemm 1.69 against direct_nchw8's 1.72 with the output's copy).
 bool nchw_engine_form(const Shape& s, Shape* s8) {
   const gk_conv_desc& d = s.d;
-  if (d.layout != GK_LAYOUT_NCHW) return false;
   if (d.groups == 1 && (d.kernel_h * d.kernel_w == 1 || d.in_channels < 8 ||
                         pointwise_kernel().simd != SimdLevel::Avx512))
     return false;
-  gk_conv_desc d8 = d;
-  d8.layout = GK_LAYOUT_NCHW8, d8.flags &= ~GK_CONV_FLAG_NCHW_INPUT;
-  return validate(d8, s8);
+  return nchw_as_nchw8(s, s8);
 }
 
 std::unique_ptr<Prepared> engine_for(const Shape& s, const float* w, const float* b) {
@@ -232,8 +229,9 @@ class DirectAlgorithm final : public Algorithm {
     if (!why.empty()) return why;
     return engine_runs_direct(s) ? "" : "8 or more input channels, or a 1x1 in place (pointwise_nchw8 serves)";
   }
+  // Its shapes are never an NCHW engine form (those have 8 or more input channels).
   std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t) const override {
-    return prepare_engine(s, w, b);
+    return engine_for(s, w, b);
   }
 };
 

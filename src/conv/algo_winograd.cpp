@@ -921,10 +921,7 @@ class WinogradConv final : public Prepared {
 // 5.3 / 1.6; F(6x6) 56x56 1.28 / 0.69. With AVX2's GEMMs it did not pay (64 ch 56x56
 // 1.14 / 1.21).
 bool nchw_through_blocked(const Shape& s, Shape* s8) {
-  if (s.d.layout != GK_LAYOUT_NCHW || s.d.in_channels < 8) return false;
-  gk_conv_desc d8 = s.d;
-  d8.layout = GK_LAYOUT_NCHW8, d8.flags &= ~GK_CONV_FLAG_NCHW_INPUT;
-  return validate(d8, s8) && pointwise_gemms(*s8);
+  return s.d.in_channels >= 8 && nchw_as_nchw8(s, s8) && pointwise_gemms(*s8);
 }
 
 template <int M>

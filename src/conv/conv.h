@@ -128,6 +128,10 @@ void set_phase_times(PhaseTimes* sink);  // nullptr: off
 // form on copies: NCHW8 ones, or under 8 input channels an NCHW input copy
 // (GK_CONV_FLAG_NCHW_INPUT) where the algorithm reads that in place. *s8: that form.
 bool nchw8_form(const Shape& s, Shape* s8);
+// An NCHW shape as NCHW8 (input NCHW8 too), the form algorithms that run NCHW on blocked
+// copies through_nchw8 run inside: nchw_engine_form, nchw_through_blocked. False for
+// other layouts.
+bool nchw_as_nchw8(const Shape& s, Shape* s8);
 // `inner`, prepared for `form` (outer's NCHW8 form), run on NCHW8 copies of outer's input
 // and output (or an NCHW copy of the input where form's input is NCHW and inner reads it).
 std::unique_ptr<Prepared> through_nchw8(const Shape& outer, const Shape& form, std::unique_ptr<Prepared> inner);
@@ -141,13 +145,14 @@ std::unique_ptr<Prepared> prepare_in_layout(const Algorithm& a, const Shape& s, 
 // runs them natively, else through copies in this thread's workspace (NCHW, or for an NCHW
 // input the output's layout; the conversions are part of the time gk_conv_run and
 // Fast-Run measure). Adding to the output, the output is first converted into its copy.
-// `memory`: 64-byte aligned, workspace_in_layout(s, p, threads) bytes; `threads` blocks.
-// Writes nothing but the output and the workspace.
+// `memory`: 64-byte aligned, workspace_in_layout(s, p, threads, min_stride) bytes;
+// `threads` blocks, at least min_stride floats apart. Writes nothing but the output and the
+// workspace.
 void run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output, void* memory,
-                   int threads);
+                   int threads, int64_t min_stride = 0);
 // The workspace that takes for `threads` threads, in bytes (the algorithm's own plus any
 // layout copies); -1 when it overflows int64.
-int64_t workspace_in_layout(const Shape& s, const Prepared& p, int threads);
+int64_t workspace_in_layout(const Shape& s, const Prepared& p, int threads, int64_t min_stride = 0);
 // run_in_layout in the calling thread's cached workspace (grown on demand, for the
 // current thread setting); GK_ERR_OUT_OF_MEMORY, naming the bytes, when it cannot be had.
 gk_status run_with_cached_workspace(const Shape& s, const Prepared& p, const float* input, float* output,

@@ -171,34 +171,34 @@ constexpr int64_t kLineFloats = 16;  // 64 bytes: every part of a workspace star
 
 int64_t round_to_line(int64_t floats) { return (floats + kLineFloats - 1) / kLineFloats * kLineFloats; }
 
-// Where each part of a run's workspace lies, in floats from its start: the layout copies,
-// the algorithm's shared buffers, then one block per thread. total < 0: it overflows.
+// Where each part of a run's workspace lies, in floats from its start: one block per thread
+// (at least min_stride floats apart), then the layout copies and the algorithm's shared
+// buffers. total < 0: it overflows.
 struct WorkspaceLayout {
-  int64_t in_copy = 0, out_copy = 0, shared = 0, blocks = 0, stride = 0, total = -1;
+  int64_t blocks = 0, stride = 0, in_copy = 0, out_copy = 0, shared = 0, total = -1;
 };
-WorkspaceLayout workspace_layout(const LayoutCopies& c, const WorkspaceNeed& need, int threads) {
+WorkspaceLayout workspace_layout(const LayoutCopies& c, const WorkspaceNeed& need, int threads,
+                                 int64_t min_stride) {
   WorkspaceLayout w;
-  int64_t at = 0, blocks = 0;
+  int64_t at = 0, bytes = 0;
+  w.stride = std::max(round_to_line(need.thread_floats), min_stride);
+  if (!mul_ok(w.stride, threads < 1 ? 1 : threads, &at)) return w;
   w.in_copy = at;
   if (!add_ok(at, round_to_line(c.in_floats), &at)) return w;
   w.out_copy = at;
   if (!add_ok(at, round_to_line(c.out_floats), &at)) return w;
   w.shared = at;
-  if (!add_ok(at, round_to_line(need.shared_floats), &at)) return w;
-  w.blocks = at;
-  w.stride = round_to_line(need.thread_floats);
-  if (!mul_ok(w.stride, threads < 1 ? 1 : threads, &blocks) || !add_ok(at, blocks, &at) || !mul_ok(at, 4, &blocks))
-    return w;
+  if (!add_ok(at, round_to_line(need.shared_floats), &at) || !mul_ok(at, 4, &bytes)) return w;
   w.total = at;
   return w;
 }
 }  // namespace
 
 void run_in_layout(const Shape& s, const Prepared& p, const float* input, float* output, void* memory,
-                   int threads) {
+                   int threads, int64_t min_stride) {
   const gk_conv_desc& d = s.d;
   const LayoutCopies c = layout_copies(s, p);
-  const WorkspaceLayout w = workspace_layout(c, p.need(), threads);
+  const WorkspaceLayout w = workspace_layout(c, p.need(), threads, min_stride);
   float* const base = static_cast<float*>(memory);
   float* in_copy = base + w.in_copy;
   float* out_copy = base + w.out_copy;
@@ -210,8 +210,8 @@ void run_in_layout(const Shape& s, const Prepared& p, const float* input, float*
   if (c.copy_out) gk_convert_layout(out_copy, c.out, output, d.layout, d.batch, d.out_channels, s.oh, s.ow);
 }
 
-int64_t workspace_in_layout(const Shape& s, const Prepared& p, int threads) {
-  const WorkspaceLayout w = workspace_layout(layout_copies(s, p), p.need(), threads);
+int64_t workspace_in_layout(const Shape& s, const Prepared& p, int threads, int64_t min_stride) {
+  const WorkspaceLayout w = workspace_layout(layout_copies(s, p), p.need(), threads, min_stride);
   return w.total < 0 ? -1 : 4 * w.total;
 }
 
@@ -262,6 +262,13 @@ std::unique_ptr<Prepared> through_nchw8(const Shape& outer, const Shape& form, s
   return std::make_unique<ThroughNchw8>(outer, form, std::move(inner));
 }
 
+bool nchw_as_nchw8(const Shape& s, Shape* s8) {
+  if (s.d.layout != GK_LAYOUT_NCHW) return false;
+  gk_conv_desc d8 = s.d;
+  d8.layout = GK_LAYOUT_NCHW8, d8.flags &= ~GK_CONV_FLAG_NCHW_INPUT;
+  return validate(d8, s8);
+}
+
 bool nchw8_form(const Shape& s, Shape* s8) {
   if (s.d.layout != GK_LAYOUT_NHWC || s.in_layout != GK_LAYOUT_NHWC) return false;
   gk_conv_desc d8 = s.d;
@@ -292,17 +299,26 @@ std::unique_ptr<Prepared> prepare_in_layout(const Algorithm& a, const Shape& s, 
 // parallel region or a forked child uses fewer, never more).
 static int run_threads() { return max_threads(); }
 
+// The per-thread block stride of this thread's cached workspace: the largest any run has
+// needed, so each worker's block stays where it was and its lines stay in that core's cache
+// from one convolution to the next. Blocks packed at each plan's own stride moved a
+// worker onto lines another core had just written: ResNet-18, NCHW8, 2 threads, Zen 5,
+// 11.7 -> 10.8 ms a pass.
+thread_local int64_t t_block_stride = 0;
+
 gk_status run_with_cached_workspace(const Shape& s, const Prepared& p, const float* input, float* output,
                                     const char* function) {
   const int threads = run_threads();
-  const int64_t bytes = workspace_in_layout(s, p, threads);
+  t_block_stride = std::max(t_block_stride, round_to_line(p.need().thread_floats));
+  const int64_t min_stride = threads > 1 ? t_block_stride : 0;  // one block sits at the start
+  const int64_t bytes = workspace_in_layout(s, p, threads, min_stride);
   void* memory = bytes < 0 ? nullptr : scratch(ScratchSlot::ConvWork, bytes / 4);
   if (!memory) {
     set_last_error("%s: cannot allocate %lld bytes for the convolution workspace (%d threads)", function,
                    static_cast<long long>(bytes), threads);
     return GK_ERR_OUT_OF_MEMORY;
   }
-  run_in_layout(s, p, input, output, memory, threads);
+  run_in_layout(s, p, input, output, memory, threads, min_stride);
   return GK_OK;
 }
 
