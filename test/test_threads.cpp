@@ -9,6 +9,7 @@
 
 #include "common/runtime.h"
 #include "gemm/gemm.h"
+#include "gemm/partition.h"
 #include "gemm_test_util.h"
 
 namespace {
@@ -113,4 +114,22 @@ TEST(Threads, ManyThreadsOnEveryThreadedPath) {
   gk_set_num_threads(0);
   for (gk::GemmPath path : {gk::GemmPath::PackedSharedB, gk::GemmPath::PackedPerPanel, gk::GemmPath::GemvColumns})
     EXPECT_TRUE(ran.count(path)) << gk::path_name(path) << " never ran";
+}
+
+// The thread grid splits rows unless splitting columns cuts the most tiles a thread
+// computes by more than 1/32; with ties or near-ties it keeps rows.
+TEST(Threads, GridPrefersRowsUnlessColumnsSaveMoreThanAThirtySecond) {
+  const auto grid = [](int threads, int64_t rows, int64_t cols) {
+    const gk::ThreadGrid g = gk::choose_grid(threads, rows, cols);
+    EXPECT_EQ(g.wm * g.wn, threads);
+    return g.wm;
+  };
+  EXPECT_EQ(grid(2, 137, 8), 2);   // 1911x249 on 14x32 tiles: 552 against 548 tiles
+  EXPECT_EQ(grid(2, 211, 2), 2);   // 2947x40: 212 against 211
+  EXPECT_EQ(grid(2, 10, 4), 2);    // a tie
+  EXPECT_EQ(grid(2, 19, 8), 1);    // 256x256: 80 against 76, over 1/32
+  EXPECT_EQ(grid(2, 1, 8), 1);     // one row of tiles
+  EXPECT_EQ(grid(4, 3, 64), 1);    // three rows of tiles, four threads: 64 against 48 or 16
+  EXPECT_EQ(grid(4, 64, 64), 4);
+  EXPECT_EQ(grid(1, 5, 5), 1);
 }

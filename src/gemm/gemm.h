@@ -147,6 +147,7 @@ struct PathLimits {
   int64_t narrow_max_columns = 0;     // tiny-narrow: one block of columns
   int64_t narrow_max_b_bytes = 0;     // tiny-narrow: B stays in half of L2
   int64_t gemv_min_matrix_bytes = 0;  // GEMV of several vectors: the matrix is past L2
+  int64_t gemv_threads_min_matrix_bytes = 0;  // a GEMV on more than one thread
   int64_t dot_max_vectors = 0;        // dot products: at most this many rows or columns of C,
   int64_t dot_min_k = 0;              // K at least this,
   int64_t dot_max_matrix_bytes = 0;   // and the other operand within L1
@@ -346,6 +347,8 @@ bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a
 // i < rows, j < cols, r < vectors, where X is a cols x vectors view and Y(i, r) is
 // y[i * incy + r * ldy]. Up to kGemvMaxVectors vectors.
 constexpr int64_t kGemvMaxVectors = 16;
+// Threads share a GEMV's rows in multiples of this (whole vector steps each).
+constexpr int64_t kGemvRowUnit = 128;
 // `simd`: the active kernel's level (its vector code runs that ISA's loops).
 bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
           const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads, SimdLevel simd);

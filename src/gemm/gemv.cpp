@@ -18,6 +18,7 @@
 
 #include "common/runtime.h"
 #include "gemm/gemm.h"
+#include "gemm/partition.h"
 
 namespace gk {
 namespace {
@@ -355,19 +356,19 @@ GemvImpl gemv_impl(SimdLevel simd) {
 }  // namespace
 
 namespace {
-// Rows [r0, r1) of part `part` of `parts`: multiples of 128, so every part runs whole
-// vector steps. A part has at most ceil(units / parts) units.
+// Rows [r0, r1) of part `part` of `parts`: multiples of kGemvRowUnit, so every part runs
+// whole vector steps. A part has at most ceil(units / parts) units.
 struct RowRange {
   int64_t r0, r1;
 };
 RowRange gemv_part(int64_t rows, int part, int parts) {
   if (parts == 1) return {0, rows};  // (the divisions were a tenth of a 1x10x41 call)
-  const int64_t units = (rows + 127) / 128;
-  return {std::min(rows, units * part / parts * 128), std::min(rows, units * (part + 1) / parts * 128)};
+  const int64_t units = ceil_div(rows, kGemvRowUnit);
+  return {std::min(rows, units * part / parts * kGemvRowUnit), std::min(rows, units * (part + 1) / parts * kGemvRowUnit)};
 }
 int64_t gemv_longest_part(int64_t rows, int parts) {
   if (parts == 1) return rows;
-  return std::min(rows, ((rows + 127) / 128 + parts - 1) / parts * 128);
+  return std::min(rows, ceil_div(ceil_div(rows, kGemvRowUnit), parts) * kGemvRowUnit);
 }
 }  // namespace
 

@@ -41,6 +41,11 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // 28 / 53, 3x256x256 44 / 35, 3x400x400 34 / 43, 16x724x724 66 / 54, 16x1024x1024
   // 47 / 53, 12x886x886 44 / 48; from memory (4096^2) the streamed path runs 1.5-3x faster.
   l.gemv_min_matrix_bytes = c.l2;
+  // Within half of L2 one core streams the matrix from its cache faster than two split it
+  // (a parallel region costs 3.6 us on the Zen 5 VM). There, GFLOP/s 1 / 2 threads:
+  // 512x1x256 (512 KiB) 44 / 26, 342x1x148 NT 36 / 14, 512x1x512 (1 MiB) 34 / 32,
+  // 1024x1x512 30 / 35, 4096x1x1024 18 / 40.
+  l.gemv_threads_min_matrix_bytes = c.l2 / 2;
   // A's rows and B's columns both contiguous along K (row-major NT) with C at most 4 rows
   // or columns: the GEMV's dot form, each element of C one dot product of two contiguous
   // runs, where the tiny path first gathers B's columns into rows. Against the tiny path,
@@ -90,6 +95,13 @@ bool dots_serve(const PathLimits& l, const GemmProblem& p, const MatrixView& a, 
          rows * p.k * static_cast<int64_t>(sizeof(float)) <= l.dot_max_matrix_bytes;
 }
 
+// A GEMV's threads: one while the matrix is within gemv_threads_min_matrix_bytes, and no
+// more than it has row units (61x1x2651 NT ran all on one thread, at half speed with two).
+int gemv_threads(const PathLimits& l, int64_t rows, int64_t cols) {
+  if (rows * cols * static_cast<int64_t>(sizeof(float)) <= l.gemv_threads_min_matrix_bytes) return 1;
+  return static_cast<int>(std::min<int64_t>(threads_for(32.0 * rows * cols), ceil_div(rows, kGemvRowUnit)));
+}
+
 }  // namespace
 
 // Measured against the packed path, 1 thread, AVX2, GFLOP/s (packed -> in place):
@@ -115,13 +127,12 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
   const int64_t m = p.m, n = p.n, k = p.k;
   // A matrix times one vector, or a few whose matrix has contiguous columns, is
   // memory-bound: the matrix is streamed once. A second core's share of L3 bandwidth pays
-  // off from about 128K matrix elements (1000x512 runs 1.4x faster on 2 threads), 1/16 of
-  // the GEMM threshold in flops.
+  // off past half of L2 (gemv_threads; on the Xeon 1000x512 ran 1.4x faster on 2 threads).
   if (gemv_serves(l, m, k, a, n) && (n == 1 || m > n))
-    return {GemmPath::GemvColumns, threads_for(32.0 * m * k),
+    return {GemmPath::GemvColumns, gemv_threads(l, m, k),
             n == 1 ? "one column of C: A streamed once" : "few columns of C, A past L2 with contiguous columns"};
   if (gemv_serves(l, n, k, b.transposed(), m))
-    return {GemmPath::GemvRows, threads_for(32.0 * n * k),
+    return {GemmPath::GemvRows, gemv_threads(l, n, k),
             m == 1 ? "one row of C: B streamed once" : "few rows of C, B past L2 with contiguous rows"};
   const int threads = threads_for(2.0 * m * n * k);
   if (threads == 1 && dots_serve(l, p, a, b))

@@ -472,7 +472,7 @@ int mode_xerbla() {
 // Shapes 8 x (8 + i) x 8 for i < n, three calls each, one thread, then a 1 x 300 x 300
 // GEMV and a 400^3 product on two threads.
 int mode_verbose(int n) {
-  std::vector<float> a(400 * 400, 1.0f), b(400 * 400, 1.0f), c(400 * 400, 0.0f);
+  std::vector<float> a(400 * 400, 1.0f), b(2048 * 1024, 1.0f), c(400 * 400, 0.0f);
   gk_set_num_threads(1);
   for (int i = 0; i < n; ++i)
     for (int repeat = 0; repeat < 3; ++repeat)
@@ -483,6 +483,11 @@ int mode_verbose(int n) {
               c.data(), 300);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 400, 400, 400, 1.0f, a.data(), 400, b.data(), 400, 0.0f,
               c.data(), 400);
+  // GEMVs: an 8 MiB matrix (threaded), and 61 rows (one row unit: one thread).
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, 2048, 1024, 1.0f, a.data(), 1024, b.data(), 2048, 0.0f,
+              c.data(), 2048);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 61, 1, 2048, 1.0f, b.data(), 2048, a.data(), 2048, 0.0f,
+              c.data(), 1);
   std::fflush(stderr);
   std::printf("ok\n");
   return 0;
