@@ -5,10 +5,10 @@
 //
 // IN.npy: float32 N x C x H x W (the model's C, H, W); OUT.npy: float32 N x classes.
 // --time runs the network R more times (default 10) and ends with the line `median_ms=X`,
-// after a line of per-operation medians (`conv_ms=X maxpool_ms=Y ...`) and the line
+// after a line of medians per kind of operation (`conv_ms=X maxpool_ms=Y ...`) and the line
 // `conv_ms=X other_ms=Y` (the medians of the time in convolutions and in the rest).
 // --time-ops: --time, and first one line per operation run with its median milliseconds
-// (`op I KIND line L out CxHxW [in C kRxS sT [gG] ALGO] ms=X`), to find which layer a
+// (`op I KIND line L out CxHxW [in C kRxS sT [dD] [gG] ALGO] ms=X`), to find which layer a
 // network spends its time in.
 // Exit status: 0 done, 1 the model, input or a run failed (message on stderr), 2 bad usage.
 #include <algorithm>

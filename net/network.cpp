@@ -421,12 +421,13 @@ std::vector<std::string> Network::describe_ops() const {
       const TensorShape& o = m.model->tensors[size_t(op.out[0])];
       line += " out " + std::to_string(o.c) + "x" + std::to_string(o.h) + "x" + std::to_string(o.w);
     }
-    if (m.plans[i]) {
+    if (i < m.plans.size() && m.plans[i]) {
       const gk_conv_desc& d = op.conv;
+      const auto pair = [](int64_t h, int64_t w) { return std::to_string(h) + (h == w ? "" : "x" + std::to_string(w)); };
       line += " in " + std::to_string(d.in_channels) + " k" + std::to_string(d.kernel_h) + "x" +
-              std::to_string(d.kernel_w) + " s" + std::to_string(d.stride_h) +
-              (d.groups > 1 ? " g" + std::to_string(d.groups) : "") + " " +
-              gk_conv_plan_algo_name(m.plans[i]->plan);
+              std::to_string(d.kernel_w) + " s" + pair(d.stride_h, d.stride_w) +
+              (d.dilation_h * d.dilation_w > 1 ? " d" + pair(d.dilation_h, d.dilation_w) : "") +
+              (d.groups > 1 ? " g" + std::to_string(d.groups) : "") + " " + gk_conv_plan_algo_name(m.plans[i]->plan);
     }
     lines.push_back(line);
   }

@@ -28,7 +28,7 @@ struct BuildOptions {
 struct RunProfile {
   double conv_s = 0, other_s = 0;
   double by_kind_s[kOpKinds] = {};
-  std::vector<double> op_s;  // per operation run, in order (describe_op names them)
+  std::vector<double> op_s;  // per operation run, in order (describe_ops names them)
 };
 
 class Network {
@@ -46,7 +46,8 @@ class Network {
   // The algorithm each conv runs, in order ("winograd_f43", ...), for reports.
   std::vector<std::string> conv_algorithms() const;
   // The operations a run times in RunProfile::op_s, one line each: kind, model line, output
-  // shape, and for convolutions the kernel, stride and algorithm.
+  // shape, and for convolutions the input channels, kernel, stride (dilation, groups) and
+  // algorithm.
   std::vector<std::string> describe_ops() const;
 
  private:

@@ -590,6 +590,33 @@ TEST(ConvReliabilitySteadyState, CachedWorkspaceKeepsEachThreadsBlockInPlace) {
   EXPECT_GE(large.blocks[1] - large.blocks[0], 50000);
 }
 
+// Where the memory for blocks at that stride cannot be had, a plan runs in its own layout
+// (and the stride does not grow from a request that failed).
+TEST(ConvReliabilitySteadyState, CachedWorkspaceFallsBackToThePlansOwnStride) {
+  gk::conv::Shape s;
+  ASSERT_TRUE(gk::conv::validate(small_desc(), &s));
+  std::vector<float> in(size_t(4 * 8 * 8)), out(size_t(4 * 8 * 8));
+  const int saved = gk_get_num_threads();
+  gk_set_num_threads(2);
+  const BlockRecorder small(1008), large(60000), huge(1000000);
+  ASSERT_EQ(gk::conv::run_with_cached_workspace(s, large, in.data(), out.data(), "test"), GK_OK);
+  gk::set_scratch_growth_limit(4 * 2 * 60000);
+  EXPECT_EQ(gk::conv::run_with_cached_workspace(s, huge, in.data(), out.data(), "test"), GK_ERR_OUT_OF_MEMORY);
+  gk::release_scratch();
+  gk::set_scratch_growth_limit(4 * 4 * 1008);  // two blocks of 1008 floats, not of 60000
+  const gk_status limited = gk::conv::run_with_cached_workspace(s, small, in.data(), out.data(), "test");
+  gk::set_scratch_growth_limit(-1);
+  const std::vector<const float*> own = small.blocks;
+  gk::release_scratch();
+  ASSERT_EQ(gk::conv::run_with_cached_workspace(s, large, in.data(), out.data(), "test"), GK_OK);
+  gk_set_num_threads(saved);
+  ASSERT_EQ(limited, GK_OK);
+  ASSERT_EQ(own.size(), 2u);
+  EXPECT_EQ(own[1] - own[0], 1008);
+  ASSERT_EQ(large.blocks.size(), 2u);
+  EXPECT_EQ(large.blocks[1] - large.blocks[0], 60000) << "the failed request must not have raised the stride";
+}
+
 // After one warm-up run of a plan, gk_conv_run and gk_conv_run_with_workspace allocate
 // nothing: every forced algorithm, layouts NCHW / NHWC / NCHW8, 1 and 2 threads (the child
 // counts every allocation of the process; both runs must also agree).

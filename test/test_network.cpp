@@ -444,12 +444,14 @@ TEST(Network, GkInferRunsAModelAndWritesItsLogits) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(logits.data[i], want[i], 1e-3 * scale) << i;
 }
 
-// --time-ops: a line per operation, in order, each with its kind, a convolution's algorithm
-// and a time; median_ms still last.
+// --time-ops: a line per operation run (concat + shuffle fused), in order, as the runner
+// describes it (kind, model line, a convolution's algorithm), each with a time; median_ms
+// still last.
 TEST(Network, GkInferTimeOpsListsEveryOperation) {
-  const std::string model_path = write_temp("time_ops.gk", pooled_classifier_model(5));
+  const std::string bytes = shuffle_units_model(14);
+  const std::string model_path = write_temp("time_ops.gk", bytes);
   const std::string in = testing::TempDir() + "time_ops_in.npy";
-  save_npy(in, {1, 3, 9, 9}, gktest::random_vector(3 * 9 * 9, 7, 0.0f, 1.0f));
+  save_npy(in, {1, 3, 9, 10}, gktest::random_vector(3 * 9 * 10, 7, 0.0f, 1.0f));
   std::string log;
   const int status = run_gk_infer(model_path + " --input " + in + " --time-ops --rounds 2", &log);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
@@ -457,21 +459,30 @@ TEST(Network, GkInferTimeOpsListsEveryOperation) {
   Model model;
   std::string error;
   ASSERT_TRUE(gknet::load_model(model_path, &model, &error)) << error;
+  gknet::Network net;
+  ASSERT_TRUE(net.build(model, 1, gknet::BuildOptions{}, &error)) << error;
+  const std::vector<std::string> ops = net.describe_ops();
+  ASSERT_LT(ops.size(), model.ops.size());  // fused
   std::istringstream lines(log);
-  size_t next = 0;
+  size_t next = 0, convs = 0, fused = 0;
   for (std::string line; std::getline(lines, line);) {
     if (line.compare(0, 3, "op ") != 0) continue;
-    ASSERT_LT(next, model.ops.size()) << log;
-    const Op& op = model.ops[next];
-    EXPECT_EQ(line.find("op " + std::to_string(next) + " " + gknet::op_name(op.kind) + " line " + std::to_string(op.line)),
-              0u) << line;
-    if (op.kind == OpKind::Conv)
-      EXPECT_NE(line.find(" k" + std::to_string(op.conv.kernel_h) + "x" + std::to_string(op.conv.kernel_w) + " s1 "),
-                std::string::npos) << line;
-    EXPECT_NE(line.find(" ms="), std::string::npos) << line;
+    ASSERT_LT(next, ops.size()) << log;
+    EXPECT_EQ(line.find("op " + std::to_string(next) + " " + ops[next] + " ms="), 0u) << line;
+    convs += ops[next].compare(0, 5, "conv ") == 0;
+    fused += ops[next].compare(0, 15, "concat_shuffle ") == 0;
     ++next;
   }
-  EXPECT_EQ(next, model.ops.size()) << log;
+  EXPECT_EQ(next, ops.size()) << log;
+  EXPECT_EQ(fused, 2u) << log;
+  EXPECT_GT(convs, 0u);
+  for (const std::string& op : ops)
+    if (op.compare(0, 5, "conv ") == 0) {
+      const std::string algo = op.substr(op.rfind(' ') + 1);
+      EXPECT_TRUE(algo == "pointwise_nchw8" || algo == "direct_nchw8" || algo == "depthwise" || algo == "gemm_1x1" ||
+                  algo == "im2col_gemm" || algo == "direct" || algo.compare(0, 9, "winograd_") == 0)
+          << op;
+    }
 }
 
 TEST(Network, GkInferRefusesBadInputWithAMessageAndNoCrash) {

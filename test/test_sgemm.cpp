@@ -9,6 +9,7 @@
 #include <cpuid.h>
 #include <cpuinfo.h>
 #endif
+#include "gemm/partition.h"
 #include "gemm_test_util.h"
 
 namespace {
@@ -151,6 +152,10 @@ TEST(Sgemm, AcrossNcBlocks) {
 // GEMV shapes (m == 1 or n == 1) in every layout and transpose, strided vectors included.
 TEST(Sgemm, MatrixVectorShapes) {
   gktest::for_each_kernel([](const gk::KernelInfo&) {
+    // 259 rows, K past gemv_threads_min_matrix_bytes (two threads share the rows) and 3 past
+    // a multiple of 16.
+    const int64_t threaded_k = std::max<int64_t>(
+        531, gk::round_up(gk::active_config().paths.gemv_threads_min_matrix_bytes / (259 * 4) + 1, 16) + 3);
     for (int threads : {1, 2}) {
       gk_set_num_threads(threads);
       for (bool rm : {false, true})
@@ -163,8 +168,8 @@ TEST(Sgemm, MatrixVectorShapes) {
               ASSERT_TRUE(run_case({1, 1, 129, rm, ta, tb, 1.0f, beta, 0}));
               // Large enough for two threads; every tail: rows % 4, % 16 and % 32, columns
               // % 8 and % 16, a row split between threads.
-              ASSERT_TRUE(run_case({259, 1, 531, rm, ta, tb, 0.5f, beta, 3}));
-              ASSERT_TRUE(run_case({1, 259, 531, rm, ta, tb, 1.0f, beta, 0}));
+              ASSERT_TRUE(run_case({259, 1, threaded_k, rm, ta, tb, 0.5f, beta, 3}));
+              ASSERT_TRUE(run_case({1, 259, threaded_k, rm, ta, tb, 1.0f, beta, 0}));
             }
     }
     gk_set_num_threads(0);

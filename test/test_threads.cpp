@@ -116,8 +116,8 @@ TEST(Threads, ManyThreadsOnEveryThreadedPath) {
     EXPECT_TRUE(ran.count(path)) << gk::path_name(path) << " never ran";
 }
 
-// The thread grid splits rows unless splitting columns cuts the most tiles a thread
-// computes by more than 1/32; with ties or near-ties it keeps rows.
+// The thread grid takes the most row ways within 1/32 of the least tiles per thread any
+// grid gives: with ties or near-ties it keeps rows.
 TEST(Threads, GridPrefersRowsUnlessColumnsSaveMoreThanAThirtySecond) {
   const auto grid = [](int threads, int64_t rows, int64_t cols) {
     const gk::ThreadGrid g = gk::choose_grid(threads, rows, cols);
@@ -129,7 +129,8 @@ TEST(Threads, GridPrefersRowsUnlessColumnsSaveMoreThanAThirtySecond) {
   EXPECT_EQ(grid(2, 10, 4), 2);    // a tie
   EXPECT_EQ(grid(2, 19, 8), 1);    // 256x256: 80 against 76, over 1/32
   EXPECT_EQ(grid(2, 1, 8), 1);     // one row of tiles
-  EXPECT_EQ(grid(4, 3, 64), 1);    // three rows of tiles, four threads: 64 against 48 or 16
+  EXPECT_EQ(grid(4, 3, 64), 1);    // three rows of tiles, four threads: 64, 64 against 48
+  EXPECT_EQ(grid(4, 33, 19), 2);   // 171, 170, 165: 2 x 2 is within 1/32 of the least
   EXPECT_EQ(grid(4, 64, 64), 4);
   EXPECT_EQ(grid(1, 5, 5), 1);
 }

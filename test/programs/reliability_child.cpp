@@ -469,8 +469,9 @@ int mode_xerbla() {
   return 0;
 }
 
-// Shapes 8 x (8 + i) x 8 for i < n, three calls each, one thread, then a 1 x 300 x 300
-// GEMV and a 400^3 product on two threads.
+// Shapes 8 x (8 + i) x 8 for i < n, three calls each, one thread, then with two threads
+// allowed a 1 x 300 x 300 GEMV, a 400^3 product, a 1 x 2048 x 1024 GEMV and a 61 x 1 x 2048
+// one.
 int mode_verbose(int n) {
   std::vector<float> a(400 * 400, 1.0f), b(2048 * 1024, 1.0f), c(400 * 400, 0.0f);
   gk_set_num_threads(1);
