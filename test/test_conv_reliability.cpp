@@ -16,10 +16,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/runtime.h"
@@ -570,6 +572,13 @@ class BlockRecorder final : public gk::conv::Prepared {
   int64_t thread_floats_;
 };
 
+// Runs body on a thread of its own: a fresh cached workspace and block stride, whatever
+// earlier tests left on this one.
+void on_fresh_thread(const std::function<void()>& body) {
+  std::thread t(body);
+  t.join();
+}
+
 // In the cached workspace of gk_conv_run each thread's block stays where it was from one
 // plan to the next, whatever each needs (so its lines stay in that core's cache), without
 // overlapping the next thread's.
@@ -580,9 +589,13 @@ TEST(ConvReliabilitySteadyState, CachedWorkspaceKeepsEachThreadsBlockInPlace) {
   const int saved = gk_get_num_threads();
   gk_set_num_threads(2);
   const BlockRecorder small(1000), large(50000);
-  for (const BlockRecorder* p : {&small, &large, &small})
-    ASSERT_EQ(gk::conv::run_with_cached_workspace(s, *p, in.data(), out.data(), "test"), GK_OK);
+  std::vector<gk_status> status;
+  on_fresh_thread([&] {
+    for (const BlockRecorder* p : {&small, &large, &small})
+      status.push_back(gk::conv::run_with_cached_workspace(s, *p, in.data(), out.data(), "test"));
+  });
   gk_set_num_threads(saved);
+  EXPECT_EQ(status, std::vector<gk_status>(3, GK_OK));
   ASSERT_EQ(small.blocks.size(), 2u);
   ASSERT_EQ(large.blocks.size(), 2u);
   EXPECT_EQ(small.blocks[0], large.blocks[0]);
@@ -599,18 +612,22 @@ TEST(ConvReliabilitySteadyState, CachedWorkspaceFallsBackToThePlansOwnStride) {
   const int saved = gk_get_num_threads();
   gk_set_num_threads(2);
   const BlockRecorder small(1008), large(60000), huge(1000000);
-  ASSERT_EQ(gk::conv::run_with_cached_workspace(s, large, in.data(), out.data(), "test"), GK_OK);
-  gk::set_scratch_growth_limit(4 * 2 * 60000);
-  EXPECT_EQ(gk::conv::run_with_cached_workspace(s, huge, in.data(), out.data(), "test"), GK_ERR_OUT_OF_MEMORY);
-  gk::release_scratch();
-  gk::set_scratch_growth_limit(4 * 4 * 1008);  // two blocks of 1008 floats, not of 60000
-  const gk_status limited = gk::conv::run_with_cached_workspace(s, small, in.data(), out.data(), "test");
-  gk::set_scratch_growth_limit(-1);
-  const std::vector<const float*> own = small.blocks;
-  gk::release_scratch();
-  ASSERT_EQ(gk::conv::run_with_cached_workspace(s, large, in.data(), out.data(), "test"), GK_OK);
+  std::vector<gk_status> status;
+  std::vector<const float*> own;
+  on_fresh_thread([&] {
+    status.push_back(gk::conv::run_with_cached_workspace(s, large, in.data(), out.data(), "test"));
+    gk::set_scratch_growth_limit(4 * 2 * 60000);
+    status.push_back(gk::conv::run_with_cached_workspace(s, huge, in.data(), out.data(), "test"));
+    gk::release_scratch();
+    gk::set_scratch_growth_limit(4 * 4 * 1008);  // two blocks of 1008 floats, not of 60000
+    status.push_back(gk::conv::run_with_cached_workspace(s, small, in.data(), out.data(), "test"));
+    gk::set_scratch_growth_limit(-1);
+    own = small.blocks;
+    gk::release_scratch();
+    status.push_back(gk::conv::run_with_cached_workspace(s, large, in.data(), out.data(), "test"));
+  });
   gk_set_num_threads(saved);
-  ASSERT_EQ(limited, GK_OK);
+  EXPECT_EQ(status, (std::vector<gk_status>{GK_OK, GK_ERR_OUT_OF_MEMORY, GK_OK, GK_OK}));
   ASSERT_EQ(own.size(), 2u);
   EXPECT_EQ(own[1] - own[0], 1008);
   ASSERT_EQ(large.blocks.size(), 2u);
