@@ -303,9 +303,9 @@ static int run_threads() { return max_threads(); }
 // it has had, so each worker's block stays where it was and its lines stay in that core's
 // cache from one convolution to the next. Blocks packed at each plan's own stride moved a
 // worker onto lines another core had just written: ResNet-18, NCHW8, 2 threads, Zen 5,
-// 9.92 -> 9.60 ms a pass (medians of 10 alternations). t_rest_floats: the largest copies + shared part beside them,
-// reserved with the blocks so that a plan run again after a larger stride was set finds
-// the memory there (nothing grows in a second pass over the same plans).
+// 9.92 -> 9.60 ms a pass (medians of 10 alternations). t_rest_floats: the largest copies
+// + shared part beside them, reserved with the blocks so that a plan run again after a
+// larger stride was set finds the memory there (nothing grows in a second pass).
 thread_local int64_t t_block_stride = 0, t_rest_floats = 0;
 
 // This thread's cached workspace laid out at `min_stride` (reserving room for the largest
