@@ -227,6 +227,45 @@ TEST(Sgemm, DotProductsEveryEdge) {
   });
 }
 
+// At most 4 columns of C (or rows, by PathLimits' few-vector rules) against a long other
+// side, the matrix within L2, one thread: the GEMV loops, the matrix read once for all
+// vectors (dot form: 4-row passes for 2 vectors, 2-row for 3 and 4, then single rows;
+// vectors gathered when not contiguous). Every transpose and layout by turns, rows around
+// the passes, K below and at the dot-form thresholds and through the vector tails, alpha
+// and beta by turns (beta 0 with C NaN), padded leading dimensions; the path is asserted
+// for the row-major cases the rules name.
+TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
+  const std::vector<int64_t> ks = gktest::quick() ? std::vector<int64_t>{10, 32, 63, 64, 279}
+                                                  : std::vector<int64_t>{1, 10, 31, 32, 47, 63, 64, 100, 279};
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    const gk::PathLimits& l = gk::derive_blocking(ker).paths;
+    const bool tiny_blocks = kHasTinyBlocks && ker.simd != gk::SimdLevel::Baseline;
+    gk_set_num_threads(1);
+    int pick = 0;
+    for (int64_t vectors = 1; vectors <= 4; ++vectors)
+      for (int64_t rows : {64, 65, 66, 67, 131})
+        for (int64_t k : ks) {
+          const bool wide = pick % 2 == 1;
+          const int64_t m = wide ? vectors : rows, n = wide ? rows : vectors;
+          const Case c{m, n, k, pick % 5 != 4, pick / 2 % 2 == 1, pick / 4 % 2 == 1, kAlphas[1 + pick % 2],
+                       kBetas[pick / 3 % 3], int64_t(pick % 3 == 0 ? 3 : 0)};
+          ++pick;
+          ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 2 == 0));
+          if (!tiny_blocks || !c.row_major || vectors == 1) continue;
+          const int64_t dot_min_k = vectors <= 2 ? l.dot_min_k : l.few_vectors_dot_min_k;
+          // The matrix: A (m x k, rows contiguous unless transposed), or B^T (n x k, rows
+          // contiguous when B is transposed).
+          const bool dot_form = wide ? c.tb : !c.ta;
+          const bool expected = dot_form ? k >= dot_min_k : !wide || vectors <= l.few_rows_axpy_max_vectors;
+          const gk::GemmPath ran = gk::last_gemm_path();
+          if (expected) {
+            EXPECT_EQ(ran, wide ? gk::GemmPath::GemvRows : gk::GemmPath::GemvColumns) << describe(c) << " ran " << gk::path_name(ran);
+          }
+        }
+    gk_set_num_threads(0);
+  });
+}
+
 // A GEMM with a few rows (or columns) against a matrix that outgrows L2 runs as that
 // matrix times R vectors (the GEMV path) when the matrix's columns are contiguous; the
 // other layouts take the packed paths. Every transpose and layout, R from 2 to

@@ -135,6 +135,63 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
   }
 }
 
+// Rows [r0, r1) in dot form against R vectors at once (vector v contiguous at x + v * xs,
+// Y(i, v) at y[i * incy + v * ldy]): each row is loaded once for all R, where R passes of
+// gemv_dot read the matrix R times. Rows rows per pass, one accumulator per (row,
+// vector): 8 independent chains. 1209x2x279 (A's rows contiguous, B's two columns
+// gathered) ran at 12 GFLOP/s on the tiny path, whose vectors run along the 2 columns.
+template <typename V, int R, int Rows>
+GK_INLINE void gemv_dot_vectors(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m, int64_t rs,
+                                const float* x, int64_t xs, float beta, float* y, int64_t incy, int64_t ldy) {
+  constexpr int64_t kLanes = lanes<V>();
+  int64_t i = r0;
+  for (; i + Rows <= r1; i += Rows) {
+    V acc[Rows][R];
+#pragma GCC unroll 4
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < R; ++v) acc[r][v] = V{};
+    int64_t j = 0;
+    for (; j + kLanes <= cols; j += kLanes) {
+      V xv[R];
+#pragma GCC unroll 4
+      for (int v = 0; v < R; ++v) xv[v] = load_vec<V>(x + v * xs + j);
+#pragma GCC unroll 4
+      for (int r = 0; r < Rows; ++r) {
+        const V a = load_vec<V>(m + (i + r) * rs + j);
+#pragma GCC unroll 4
+        for (int v = 0; v < R; ++v) acc[r][v] += a * xv[v];
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < R; ++v) {
+        const float s = (j > 0 ? hsum(acc[r][v]) : 0.0f) + dot_tail<V>(m + (i + r) * rs, x + v * xs, j, cols);
+        float* out = y + (i + r) * incy + v * ldy;
+        *out = finish(alpha, s, beta, *out);
+      }
+  }
+  if constexpr (Rows > 1) gemv_dot_vectors<V, R, 1>(i, r1, cols, alpha, m, rs, x, xs, beta, y, incy, ldy);
+}
+
+// Any number of vectors in dot form: groups of up to 4 read the matrix once each.
+template <typename V>
+GK_INLINE void gemv_dot_all(int64_t vectors, int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
+                            int64_t rs, const float* x, int64_t xs, float beta, float* y, int64_t incy,
+                            int64_t ldy) {
+  for (int64_t v = 0; v < vectors;) {
+    const float* xv = x + v * xs;
+    float* yv = y + v * ldy;
+    switch (std::min<int64_t>(vectors - v, 4)) {
+      case 1: gemv_dot<V>(r0, r1, cols, alpha, m, rs, xv, beta, yv, incy); v += 1; break;
+      case 2: gemv_dot_vectors<V, 2, 4>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 2; break;
+      case 3: gemv_dot_vectors<V, 3, 2>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 3; break;
+      default: gemv_dot_vectors<V, 4, 2>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 4; break;
+    }
+  }
+}
+
 // Axpy form (the matrix's columns contiguous), R vectors at once: kAxpyColumns columns at
 // a time are streamed down their rows, each loaded vector serving all R products, while
 // the partial sums wait in `sums` (R x rows floats, L1/L2-resident). Keeping a chunk of y
@@ -297,8 +354,8 @@ void gemv_strided(int64_t r0, int64_t r1, int64_t cols, float alpha, const Matri
   }
 }
 
-using GemvDot = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t,
-                         const float*, float, float*, int64_t);
+using GemvDot = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                         const float*, int64_t, float, float*, int64_t, int64_t);
 using GemvAxpy = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
                           const float*, float, float*, int64_t, int64_t, float*);
 
@@ -318,10 +375,11 @@ GK_INLINE void gemv_axpy_vectors(int64_t vectors, int64_t r0, int64_t r1, int64_
 
 // One instance of each loop per ISA; the always-inline bodies take the caller's target.
 #define GK_GEMV_VARIANT(suffix, target_attr, vec)                                            \
-  target_attr void gemv_dot_##suffix(int64_t r0, int64_t r1, int64_t cols, float alpha,      \
-                                     const float* m, int64_t rs, const float* x, float beta, \
-                                     float* y, int64_t incy) {                               \
-    gemv_dot<vec>(r0, r1, cols, alpha, m, rs, x, beta, y, incy);                             \
+  target_attr void gemv_dot_##suffix(int64_t vectors, int64_t r0, int64_t r1, int64_t cols,  \
+                                     float alpha, const float* m, int64_t rs, const float* x, \
+                                     int64_t xs, float beta, float* y, int64_t incy,         \
+                                     int64_t ldy) {                                          \
+    gemv_dot_all<vec>(vectors, r0, r1, cols, alpha, m, rs, x, xs, beta, y, incy, ldy);       \
   }                                                                                          \
   target_attr void gemv_axpy_##suffix(int64_t vectors, int64_t r0, int64_t r1, int64_t cols, \
                                       float alpha, const float* m, int64_t cs,               \
@@ -375,13 +433,13 @@ int64_t gemv_longest_part(int64_t rows, int parts) {
 bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
           const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads, SimdLevel simd) {
   const GemvImpl impl = gemv_impl(simd);
-  // The dot form needs each vector contiguous (several must be so: choose_gemm_path sees to
-  // it), the axpy form X packed by column (xp[j * vectors + r]): one vector, or the axpy
-  // form's X, is gathered once here when it is not already so (cols x vectors floats).
-  const bool dot_form = mat.cs == 1 && mat.rs != 1 && (vectors == 1 || x.rs == 1);
+  // The dot form needs each vector contiguous, the axpy form X packed by column
+  // (xp[j * vectors + r]): X is gathered once here when it is not already so (cols x vectors
+  // floats; in dot form vector r at xp + r * cols).
+  const bool dot_form = mat.cs == 1 && mat.rs != 1;
   const bool axpy_form = mat.rs == 1;
   const float* xp = x.p;
-  int64_t incx = x.rs;
+  int64_t incx = x.rs, xs = x.cs;
   const bool gather = (dot_form && incx != 1) || (axpy_form && !(x.rs == vectors && (x.cs == 1 || vectors == 1)));
   // The axpy form's partial sums: one part's rows per thread (a team smaller than asked
   // for takes several parts per thread, one after another).
@@ -392,7 +450,12 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
   float* packed = gather ? scratch(ScratchSlot::PackedA, cols * vectors) : nullptr;
   if ((axpy_form && !sums.parts) || (gather && !packed))
     return workspace_unavailable("the matrix-vector buffers", threads * vectors * gemv_sums_ld(part_rows) + cols * vectors);
-  if (gather) {
+  if (gather && dot_form) {
+    for (int64_t r = 0; r < vectors; ++r)
+      for (int64_t j = 0; j < cols; ++j) packed[r * cols + j] = x.at(j, r);
+    xp = packed;
+    incx = 1, xs = cols;
+  } else if (gather) {
     for (int64_t j = 0; j < cols; ++j)
       for (int64_t r = 0; r < vectors; ++r) packed[j * vectors + r] = x.at(j, r);
     xp = packed;
@@ -402,8 +465,7 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
     for (int part = tid; part < threads; part += nt) {
       const RowRange r = gemv_part(rows, part, threads);
       if (dot_form) {
-        for (int64_t v = 0; v < vectors; ++v)
-          impl.dot(r.r0, r.r1, cols, alpha, mat.p, mat.rs, xp + v * x.cs, beta, y + v * ldy, incy);
+        impl.dot(vectors, r.r0, r.r1, cols, alpha, mat.p, mat.rs, xp, xs, beta, y, incy, ldy);
       } else if (axpy_form) {
         impl.axpy(vectors, r.r0, r.r1, cols, alpha, mat.p, mat.cs, xp, beta, y, incy, ldy, sums.part(tid));
       } else {

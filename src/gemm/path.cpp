@@ -57,6 +57,22 @@ PathLimits path_limits(const KernelInfo& kernel) {
   l.dot_max_vectors = 4;
   l.dot_min_k = 32;
   l.dot_max_matrix_bytes = c.l1d;
+  // Up to 4 columns of C (the tiny paths' vectors run along C's rows, 2 of 16 lanes busy
+  // at 2 columns) or up to 4 rows with B's columns contiguous (B gathered, then the same),
+  // or up to 3 rows with B's rows contiguous (the tiny path's vectors run along N, but
+  // each B vector serves only 2-3 rows), at any matrix size on one thread: the GEMV loops
+  // read the matrix once for all vectors.
+  // Against the tiny paths, same process, median GFLOP/s, 1 thread, AVX-512 (Zen 4;
+  // OpenBLAS 0.3.21 in brackets): dot form 1209x2x279 12 -> 31 (48), 300x2x300 12 -> 38
+  // (66), 1000x4x300 25 -> 39 (34), 2x512x512 NT 12 -> 47 (66), 2x3347x68 NT 9 -> 29 (13);
+  // axpy form (A transposed) 2225x2x41 11 -> 33 (59), 300x3x300 19 -> 82 (50), 362x4x362
+  // 25 -> 73 (97), 3021x2x10 9 -> 19 (30). Behind below: dot products of K 40 with 4
+  // vectors (3000x4x40 24 -> 21: a horizontal sum per 40 multiply-adds); 4 rows with B's
+  // rows contiguous, where the tiny path's vectors run along N (4x362x362 103 -> 92;
+  // at 2 and 3 rows ahead: 2x512x512 45 -> 73, 3x256x256 A transposed 62 -> 99).
+  l.few_vectors_min_rows = 64;
+  l.few_vectors_dot_min_k = 64;
+  l.few_rows_axpy_max_vectors = 3;
   // In-place A needs pointwise kernels with one-pixel variants whose MR divides the row unit.
   l.in_place_a_kernels = kernel.pointwise[0].fn != nullptr;
   for (const KernelInfo::Pointwise& k : kernel.pointwise)
@@ -93,6 +109,16 @@ bool dots_serve(const PathLimits& l, const GemmProblem& p, const MatrixView& a, 
   const int64_t vectors = std::min(p.m, p.n), rows = std::max(p.m, p.n);
   return vectors <= l.dot_max_vectors && p.k >= l.dot_min_k &&
          rows * p.k * static_cast<int64_t>(sizeof(float)) <= l.dot_max_matrix_bytes;
+}
+
+// At most dot_max_vectors columns of C, or rows with B's columns contiguous, against at
+// least few_vectors_min_rows of the other side (see path_limits). The matrix (A, or B
+// transposed) in axpy form (columns contiguous) at any K, in dot form (rows contiguous)
+// where a row's dot product pays its horizontal sum.
+bool few_vectors_serve(const PathLimits& l, const MatrixView& mat, int64_t rows, int64_t k, int64_t vectors) {
+  if (vectors > l.dot_max_vectors || rows < l.few_vectors_min_rows) return false;
+  if (mat.rs == 1) return true;
+  return mat.cs == 1 && k >= (vectors <= 2 ? l.dot_min_k : l.few_vectors_dot_min_k);
 }
 
 // A GEMV's threads: one while the matrix is within gemv_threads_min_matrix_bytes, and no
@@ -138,6 +164,12 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
   if (threads == 1 && dots_serve(l, p, a, b))
     return {m >= n ? GemmPath::GemvColumns : GemmPath::GemvRows, 1,
             "at most 4 rows or columns of C, A's rows and B's columns contiguous: dot products in place"};
+  if (threads == 1 && l.tiny_blocks && few_vectors_serve(l, a, m, k, n))
+    return {GemmPath::GemvColumns, 1, "at most 4 columns of C: A read once for all of them"};
+  const MatrixView bt = b.transposed();
+  if (threads == 1 && l.tiny_blocks && (bt.cs == 1 || m <= l.few_rows_axpy_max_vectors) &&
+      few_vectors_serve(l, bt, n, k, m))
+    return {GemmPath::GemvRows, 1, "at most 4 rows of C (3 unless B's columns are contiguous): B read once for all"};
   // Any K: nothing is packed, so no A panel has to stay in L1. Against the small path and
   // the packed one, same process, median GFLOP/s: 16x16x3000 92.8 / 62.5 / 43.6, 8x8x10000
   // 56.8 / 38.8 / 21.7, 4x24x5000 83.2 / 69.2 / 28.7, 2x2x100000 10.3 / 2.4 / 1.7.
