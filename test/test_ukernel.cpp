@@ -222,10 +222,11 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
 TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
   int tested = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
-    std::vector<gk::KernelInfo::Pointwise> kernels;  // each kernel, and its one-pixel variant
+    std::vector<gk::KernelInfo::Pointwise> kernels;  // each kernel, and its one- and four-pixel variants
     for (const gk::KernelInfo::Pointwise& pw : ker.pointwise) {
       if (pw.fn) kernels.push_back(pw);
       if (pw.one_row) kernels.push_back({1, pw.nr, pw.one_row, nullptr});
+      if (pw.four_rows) kernels.push_back({4, pw.nr, pw.four_rows, nullptr});
     }
     for (const gk::KernelInfo::Pointwise& pw : kernels) {
       EXPECT_TRUE(pw.mr <= gk::kMaxPointwiseMr && 12 % pw.mr == 0 && pw.nr <= gk::kMaxPointwiseNr && pw.nr % 8 == 0) << ker.name;

@@ -121,11 +121,14 @@ struct KernelInfo {
   // ungrouped NCHW8 convolutions (src/conv/pointwise.cpp) and the in-place-A GEMM path
   // run on them. Shapes are at most kMaxPointwiseMr x kMaxPointwiseNr (the callers'
   // staging is sized for that), MR dividing 12 and NR a multiple of 8; `one_row` is the
-  // same kernel for one row (MR 1, for the rows past the last whole tile), or nullptr.
+  // same kernel for one row (MR 1, for the rows past the last whole tile), or nullptr;
+  // `four_rows` the same for 4 rows, or nullptr (callers that may run rows past their last
+  // one use it for the rows past the last whole tile).
   struct Pointwise {
     int mr = 0, nr = 0;
     gk_pointwise_fn fn = nullptr;
     gk_pointwise_fn one_row = nullptr;
+    gk_pointwise_fn four_rows = nullptr;
   } pointwise[3] = {};
 
   // The builder: KernelInfo::entry(...).tile(...).narrow(...)... Each call names what it
@@ -165,12 +168,13 @@ struct KernelInfo {
     k.fused_epilogue = true;
     return k;
   }
-  constexpr KernelInfo pointwise_kernel(int m, int n, gk_pointwise_fn fn, gk_pointwise_fn one_row) const {
+  constexpr KernelInfo pointwise_kernel(int m, int n, gk_pointwise_fn fn, gk_pointwise_fn one_row,
+                                        gk_pointwise_fn four_rows = nullptr) const {
     KernelInfo k = *this;
     int slot = 0;
     while (slot < 2 && k.pointwise[slot].nr) ++slot;  // widths, not pointers: a symbol's
                                                        // address is no constant under UBSan
-    k.pointwise[slot] = Pointwise{m, n, fn, one_row};
+    k.pointwise[slot] = Pointwise{m, n, fn, one_row, four_rows};
     return k;
   }
 };
