@@ -72,6 +72,7 @@ class PointwiseNchw8 {
     int64_t oc0, weights;
     int mr, nr;
     gk_pointwise_fn fn, one_row;  // one_row: the kernel for single pixels, or nullptr
+    gk_pointwise_fn four_rows;    // the kernel for 4 pixels, or nullptr
     bool one_pixel_calls_pay(int64_t pixels, int64_t blocked, int64_t tail) const;
   };
   // The kernel's input strides, floats: between 8-row blocks and between pixels.
