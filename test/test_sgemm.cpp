@@ -239,7 +239,7 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
                                                   : std::vector<int64_t>{1, 10, 31, 32, 47, 63, 64, 100, 279};
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
     const gk::PathLimits& l = gk::derive_blocking(ker).paths;
-    const bool tiny_blocks = kHasTinyBlocks && ker.simd != gk::SimdLevel::Baseline;
+    const bool tiny_blocks = l.tiny_blocks;
     gk_set_num_threads(1);
     int pick = 0;
     for (int64_t vectors = 1; vectors <= 4; ++vectors)
@@ -247,7 +247,7 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
         for (int64_t k : ks) {
           const bool wide = pick % 2 == 1;
           const int64_t m = wide ? vectors : rows, n = wide ? rows : vectors;
-          const Case c{m, n, k, pick % 5 != 4, pick / 2 % 2 == 1, pick / 4 % 2 == 1, kAlphas[1 + pick % 2],
+          const Case c{m, n, k, pick % 5 != 4, pick / 2 % 2 == 1, pick / 4 % 2 == 1, kAlphas[1 + pick / 8 % 2],
                        kBetas[pick / 3 % 3], int64_t(pick % 3 == 0 ? 3 : 0)};
           ++pick;
           ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 2 == 0));
@@ -256,11 +256,14 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
           // The matrix: A (m x k, rows contiguous unless transposed), or B^T (n x k, rows
           // contiguous when B is transposed).
           const bool dot_form = wide ? c.tb : !c.ta;
-          const bool expected = dot_form ? k >= dot_min_k : !wide || vectors <= l.few_rows_axpy_max_vectors;
+          // (Or the dot products within L1: A's rows and B's columns contiguous.)
+          const bool in_l1_dots = !c.ta && c.tb && k >= l.dot_min_k && rows * k * 4 <= l.dot_max_matrix_bytes;
+          const bool expected = in_l1_dots || (dot_form ? k >= dot_min_k : !wide || vectors <= l.few_rows_axpy_max_vectors);
+          // Else no GEMV rule applies (the matrix within L2, and in dot form K below the
+          // dot products' threshold): the tiny path.
           const gk::GemmPath ran = gk::last_gemm_path();
-          if (expected) {
-            EXPECT_EQ(ran, wide ? gk::GemmPath::GemvRows : gk::GemmPath::GemvColumns) << describe(c) << " ran " << gk::path_name(ran);
-          }
+          const gk::GemmPath want = !expected ? gk::GemmPath::Tiny : wide ? gk::GemmPath::GemvRows : gk::GemmPath::GemvColumns;
+          EXPECT_EQ(ran, want) << describe(c) << " ran " << gk::path_name(ran);
         }
     gk_set_num_threads(0);
   });
@@ -268,7 +271,8 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
 
 // A GEMM with a few rows (or columns) against a matrix that outgrows L2 runs as that
 // matrix times R vectors (the GEMV path) when the matrix's columns are contiguous; the
-// other layouts take the packed paths. Every transpose and layout, R from 2 to
+// other layouts take the packed paths (on one thread, up to 4 vectors, the GEMV loops:
+// FewVectorsReadTheMatrixOnce). Every transpose and layout, R from 2 to
 // kGemvMaxVectors, rows and columns with tails, 1 and 2 threads.
 TEST(Sgemm, FewRowsOrColumnsAgainstALargeMatrix) {
   const int64_t l2 = gk::caches().l2;

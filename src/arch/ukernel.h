@@ -122,8 +122,8 @@ struct KernelInfo {
   // run on them. Shapes are at most kMaxPointwiseMr x kMaxPointwiseNr (the callers'
   // staging is sized for that), MR dividing 12 and NR a multiple of 8; `one_row` is the
   // same kernel for one row (MR 1, for the rows past the last whole tile), or nullptr;
-  // `four_rows` the same for 4 rows, or nullptr (callers that may run rows past their last
-  // one use it for the rows past the last whole tile).
+  // `four_rows` the same for 4 rows, or nullptr (for the rows past the last whole tile:
+  // whole 4-row tiles, or, where the operand is zero-padded, one reaching past the last row).
   struct Pointwise {
     int mr = 0, nr = 0;
     gk_pointwise_fn fn = nullptr;

@@ -375,11 +375,14 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
   if (p0 + done == p1) return;
   // The partial last tile (p1 is the last pixel: chunks are whole tiles otherwise): its
   // whole 4-pixel tiles in place where the kernel has them (a 14x14 image's last 4 pixels
-  // cost a third of a 12-pixel tile so, not four one-pixel calls), then the rest.
+  // cost a third of a 12-pixel tile so, not four one-pixel calls), then the rest in
+  // one-pixel calls; the staged whole tile below reads MR pixels from its start, so it
+  // keeps them all.
   a += done * st.pixel;
   float* out = args.y + done * 8;
   int64_t real = p1 - (p0 + done);
-  if (p.four_rows && real >= 4) {
+  if (p.four_rows && real >= 4 &&
+      (real % 4 == 0 || p.one_pixel_calls_pay(real % 4, args.full_blocks * 8, args.tail_channels))) {
     args.x = a, args.y = out, args.tiles = real / 4;
     p.four_rows(&args);
     a += real / 4 * 4 * st.pixel, out += real / 4 * 4 * 8, real %= 4;

@@ -2,9 +2,9 @@
 // batch 1 is 1000x1x512), or a few against a large matrix. Memory-bound, so the work is to
 // stream the matrix once at full width. Two shapes of loop, by which dimension of the
 // matrix is contiguous:
-//   dot form  (rows contiguous):    y[i] = <M[i, :], x>, four rows per pass (several
-//                                   vectors, each contiguous, one after another: a
-//                                   few rows or columns of a row-major NT product);
+//   dot form  (rows contiguous):    y[i] = <M[i, :], x>, four rows per pass; several
+//                                   vectors (a few rows or columns of C) up to 4 at a
+//                                   time, each contiguous (gathered first if not);
 //   axpy form (columns contiguous): Y[:, r] += M[:, j] X[j, r], columns streamed down
 //                                   their rows, each loaded vector serving all R vectors.
 // The loops are written once with GCC vector types and compiled per ISA (AVX-512,
@@ -138,7 +138,7 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
 // Rows [r0, r1) in dot form against R vectors at once (vector v contiguous at x + v * xs,
 // Y(i, v) at y[i * incy + v * ldy]): each row is loaded once for all R, where R passes of
 // gemv_dot read the matrix R times. Rows rows per pass, one accumulator per (row,
-// vector): 8 independent chains. 1209x2x279 (A's rows contiguous, B's two columns
+// vector): 6-8 independent chains. 1209x2x279 (A's rows contiguous, B's two columns
 // gathered) ran at 12 GFLOP/s on the tiny path, whose vectors run along the 2 columns.
 template <typename V, int R, int Rows>
 GK_INLINE void gemv_dot_vectors(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m, int64_t rs,
@@ -469,7 +469,8 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
       } else if (axpy_form) {
         impl.axpy(vectors, r.r0, r.r1, cols, alpha, mat.p, mat.cs, xp, beta, y, incy, ldy, sums.part(tid));
       } else {
-        gemv_strided(r.r0, r.r1, cols, alpha, mat, xp, incx, beta, y, incy);
+        for (int64_t v = 0; v < vectors; ++v)
+          gemv_strided(r.r0, r.r1, cols, alpha, mat, xp + v * xs, incx, beta, y + v * ldy, incy);
       }
     }
   });

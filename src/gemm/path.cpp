@@ -66,10 +66,13 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // OpenBLAS 0.3.21 in brackets): dot form 1209x2x279 12 -> 31 (48), 300x2x300 12 -> 38
   // (66), 1000x4x300 25 -> 39 (34), 2x512x512 NT 12 -> 47 (66), 2x3347x68 NT 9 -> 29 (13);
   // axpy form (A transposed) 2225x2x41 11 -> 33 (59), 300x3x300 19 -> 82 (50), 362x4x362
-  // 25 -> 73 (97), 3021x2x10 9 -> 19 (30). Behind below: dot products of K 40 with 4
-  // vectors (3000x4x40 24 -> 21: a horizontal sum per 40 multiply-adds); 4 rows with B's
-  // rows contiguous, where the tiny path's vectors run along N (4x362x362 103 -> 92;
-  // at 2 and 3 rows ahead: 2x512x512 45 -> 73, 3x256x256 A transposed 62 -> 99).
+  // 25 -> 73 (97), 3021x2x10 9 -> 19 (30). With the AVX2 kernel forced alike: 1209x2x279
+  // 13-17 -> 30-37, 2x512x512 NT 11 -> 46, 2225x2x41 A transposed 15 -> 39, 362x4x362
+  // both transposed 23-28 -> 51-64; 3x256x256 A transposed about even. Behind below:
+  // dot products of K 40 with 4 vectors (3000x4x40 24 -> 21: a horizontal sum per 40
+  // multiply-adds); 4 rows with B's rows contiguous, where the tiny path's vectors run
+  // along N (4x362x362 103 -> 92; at 2 and 3 rows ahead: 2x512x512 45 -> 73, 3x256x256 A
+  // transposed 62 -> 99).
   l.few_vectors_min_rows = 64;
   l.few_vectors_dot_min_k = 64;
   l.few_rows_axpy_max_vectors = 3;
