@@ -227,10 +227,11 @@ TEST(Sgemm, DotProductsEveryEdge) {
   });
 }
 
-// At most 4 columns of C (or rows, by PathLimits' few-vector rules) against a long other
+// At most 4 columns of C (or rows, by PathLimits' few-vector rules) against a longer other
 // side, the matrix within L2, one thread: the GEMV loops, the matrix read once for all
 // vectors (dot form: 4-row passes for 2 vectors, 2-row for 3 and 4, then single rows;
-// vectors gathered when not contiguous). Every transpose and layout by turns, rows around
+// vectors gathered when not contiguous; axpy form: a row-major C's rows stored as
+// interleaved vectors, then halves of vectors and single rows). Every transpose and layout by turns, rows around
 // the passes, K below and at the dot-form thresholds and through the vector tails, alpha
 // and beta by turns (beta 0 with C NaN), padded leading dimensions; the path is asserted
 // for the row-major cases the rules name.
@@ -243,7 +244,7 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
     gk_set_num_threads(1);
     int pick = 0;
     for (int64_t vectors = 1; vectors <= 4; ++vectors)
-      for (int64_t rows : {64, 65, 66, 67, 131})
+      for (int64_t rows : {7, 8, 13, 37, 64, 65, 67, 131})
         for (int64_t k : ks) {
           const bool wide = pick % 2 == 1;
           const int64_t m = wide ? vectors : rows, n = wide ? rows : vectors;
@@ -258,9 +259,10 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
           const bool dot_form = wide ? c.tb : !c.ta;
           // (Or the dot products within L1: A's rows and B's columns contiguous.)
           const bool in_l1_dots = !c.ta && c.tb && k >= l.dot_min_k && rows * k * 4 <= l.dot_max_matrix_bytes;
-          const bool expected = in_l1_dots || (dot_form ? k >= dot_min_k : !wide || vectors <= l.few_rows_axpy_max_vectors);
-          // Else no GEMV rule applies (the matrix within L2, and in dot form K below the
-          // dot products' threshold): the tiny path.
+          const bool expected = in_l1_dots || (rows >= l.few_vectors_min_rows &&
+                                               (dot_form ? k >= dot_min_k : !wide || vectors <= l.few_rows_axpy_max_vectors));
+          // Else no GEMV rule applies (the matrix within L2, too few rows, or in dot form K
+          // below the dot products' threshold): the tiny path.
           const gk::GemmPath ran = gk::last_gemm_path();
           const gk::GemmPath want = !expected ? gk::GemmPath::Tiny : wide ? gk::GemmPath::GemvRows : gk::GemmPath::GemvColumns;
           EXPECT_EQ(ran, want) << describe(c) << " ran " << gk::path_name(ran);
@@ -366,12 +368,19 @@ TEST(Sgemm, InPlaceAEveryRowAndColumnEdge) {
           const gk::PathLimits& l = cfg.paths;
           const bool dots = ran == gk::GemmPath::GemvColumns && rm && tb && n <= l.dot_max_vectors &&
                             k >= l.dot_min_k && m * k * 4 <= l.dot_max_matrix_bytes;
+          // (Or, on one thread, the few-vector GEMV loops: FewVectorsReadTheMatrixOnce.)
+          const bool few_vectors = ran == gk::GemmPath::GemvColumns && l.tiny_blocks && n <= l.dot_max_vectors &&
+                                   m >= l.few_vectors_min_rows;
           ran_in_place |= ran == gk::GemmPath::InPlaceA;
-          EXPECT_TRUE(expected ? ran == gk::GemmPath::InPlaceA || small_path || dots : ran != gk::GemmPath::InPlaceA)
+          EXPECT_TRUE(expected ? ran == gk::GemmPath::InPlaceA || small_path || dots || few_vectors
+                               : ran != gk::GemmPath::InPlaceA)
               << describe(c) << " ran " << gk::path_name(ran);
         }
+        // Up to dot_max_vectors columns the few-vector loops may take every K.
         const bool expected = cfg.paths.in_place_a_kernels && !(ker.simd == gk::SimdLevel::Avx512 && n <= 8);
-        EXPECT_EQ(ran_in_place, expected) << ker.name << " " << m << " x " << n << ": whether some K ran the in-place-A path";
+        if (n > cfg.paths.dot_max_vectors || !cfg.paths.tiny_blocks) {
+          EXPECT_EQ(ran_in_place, expected) << ker.name << " " << m << " x " << n << ": whether some K ran the in-place-A path";
+        }
       }
     gk_set_num_threads(0);
   });
@@ -423,6 +432,7 @@ TEST(Sgemm, TinyPathEveryBlockEdge) {
       for (int64_t k : {1, 2, 3, 8, 17}) shapes.push_back({m, n, k});
   for (int64_t k : {1025, 3001}) shapes.insert(shapes.end(), {{5, 9, k}, {2, 2, 10 * k}, {7, 17, k}, {4, 24, k}});
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    const gk::PathLimits& l = gk::derive_blocking(ker).paths;
     gk_set_num_threads(1);
     int index = 0;
     for (const auto& [m, n, k] : shapes) {
@@ -432,14 +442,57 @@ TEST(Sgemm, TinyPathEveryBlockEdge) {
       ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 7 == 0));
       // One row or column of C streams the other operand (GEMV) on every ISA.
       const gk::GemmPath ran = gk::last_gemm_path();
+      const bool gemv = ran == gk::GemmPath::GemvRows || ran == gk::GemmPath::GemvColumns;
+      // At most 4 rows or columns against at least few_vectors_min_rows may take the
+      // few-vector GEMV loops (their rules: FewVectorsReadTheMatrixOnce).
+      const bool few_vectors = l.tiny_blocks && std::min(m, n) <= l.dot_max_vectors &&
+                               std::max(m, n) >= l.few_vectors_min_rows;
       if (m == 1 || n == 1)
-        EXPECT_TRUE(ran == gk::GemmPath::GemvRows || ran == gk::GemmPath::GemvColumns) << describe(c) << " ran " << gk::path_name(ran);
+        EXPECT_TRUE(gemv) << describe(c) << " ran " << gk::path_name(ran);
+      else if (few_vectors && gemv)
+        continue;
       else
         EXPECT_EQ(ran == gk::GemmPath::Tiny, kHasTinyBlocks && ker.simd != gk::SimdLevel::Baseline)
             << describe(c) << " ran " << gk::path_name(ran);
     }
   });
   gk_set_num_threads(0);
+}
+
+// At most one tiny row block (8 rows with AVX-512, 4 with AVX2) with B's rows contiguous
+// runs the tiny path at any size on one thread: B read once, in place. Every row count up
+// to a block and past it, columns through the 48-, 32- and 16-float blocks and their masked
+// last vectors, products past the small ones, A plain or transposed, alpha and beta by
+// turns (beta 0 with C NaN), padded leading dimensions. Where a GEMV rule comes first (one
+// row; a few rows, or B past L2, with B's rows contiguous) that path runs.
+TEST(Sgemm, OneTinyRowBlockAnySize) {
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    const gk::KernelConfig cfg = gk::derive_blocking(ker);
+    const gk::PathLimits& l = cfg.paths;
+    gk_set_num_threads(1);
+    int pick = 0;
+    for (int64_t m = 1; m <= 9; ++m)
+      for (int64_t n : {301, 497, 530})
+        for (int64_t k : {331, 400}) {
+          const Case c{m, n, k, true, pick % 2 == 1, false, kAlphas[1 + pick / 2 % 2], kBetas[pick % 3],
+                       int64_t(pick % 4 == 3 ? 3 : 0)};
+          ++pick;
+          ASSERT_GT(double(m) * n * k, m == 1 ? 0.0 : l.small_multiply_adds / 8);
+          ASSERT_TRUE(run_case(c));
+          const gk::GemmPath ran = gk::last_gemm_path();
+          if (!l.tiny_blocks || m > l.tiny_block_rows) {
+            if (double(m) * n * k > l.small_multiply_adds) {
+              EXPECT_NE(ran, gk::GemmPath::Tiny) << describe(c);
+            }
+            continue;
+          }
+          const bool b_past_l2 = n * k * 4 > l.gemv_min_matrix_bytes * std::max<int64_t>(1, m / 4);
+          const bool gemv_first = m == 1 || m <= l.few_rows_axpy_max_vectors || b_past_l2;
+          if (gemv_first && ran == gk::GemmPath::GemvRows) continue;
+          EXPECT_EQ(ran, gk::GemmPath::Tiny) << describe(c) << " ran " << gk::path_name(ran);
+        }
+    gk_set_num_threads(0);
+  });
 }
 
 // Few columns at any M (the tiny-narrow path): the unpacked path with its 4-row blocks

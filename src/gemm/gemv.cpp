@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "common/runtime.h"
 #include "gemm/gemm.h"
@@ -223,6 +224,46 @@ GK_INLINE void finish_vec(float alpha, const V& acc, float beta, float* y, int64
   }
 }
 
+// Interleaving R (2..4) vectors of rows into R * lanes consecutive floats, row by row
+// (out[l * R + r] = acc[r][l]): the layout of a row-major C's block of rows when its R
+// columns are the vectors. Output vector o, lane t holds flat element o * L + t, that is
+// acc[(o * L + t) % R][(o * L + t) / R]; two-source shuffles pick it in two steps, from
+// vectors 0-1 and 2-3 and then between those pairs.
+constexpr int interleave_source(int R, int L, int o, int t) { return (o * L + t) % R; }
+constexpr int interleave_lane(int R, int L, int o, int t) { return (o * L + t) / R; }
+constexpr int interleave_pick(int R, int L, int o, int t, int first) {
+  const int r = interleave_source(R, L, o, t);
+  return r == first ? interleave_lane(R, L, o, t) : r == first + 1 ? L + interleave_lane(R, L, o, t) : 0;
+}
+constexpr int interleave_join(int R, int L, int o, int t) {
+  const int r = interleave_source(R, L, o, t);
+  return r < 2 ? t : R == 3 ? L + interleave_lane(R, L, o, t) : L + t;
+}
+template <typename V, int R, int O, int... T>
+GK_INLINE V interleaved(const V (&acc)[R], std::integer_sequence<int, T...>) {
+  constexpr int L = sizeof...(T);
+  const V low = __builtin_shufflevector(acc[0], acc[1], interleave_pick(R, L, O, T, 0)...);
+  if constexpr (R == 2) {
+    return low;
+  } else if constexpr (R == 3) {
+    return __builtin_shufflevector(low, acc[2], interleave_join(R, L, O, T)...);
+  } else {
+    const V high = __builtin_shufflevector(acc[2], acc[3], interleave_pick(R, L, O, T, 2)...);
+    return __builtin_shufflevector(low, high, interleave_join(R, L, O, T)...);
+  }
+}
+
+// Y's block of rows as R * lanes consecutive floats (incy == R, ldy == 1): R vector stores
+// where the lane-by-lane stores were 16 x R scalar ones (494x4x4 with A transposed spent
+// most of its time there).
+template <typename V, int R, int O = 0>
+GK_INLINE void finish_interleaved(float alpha, const V (&acc)[R], float beta, float* y) {
+  V out = interleaved<V, R, O>(acc, std::make_integer_sequence<int, lanes<V>()>{}) * alpha;
+  if (beta != 0.0f) out += load_vec<V>(y + O * lanes<V>()) * beta;
+  store_vec(y + O * lanes<V>(), out);
+  if constexpr (O + 1 < R) finish_interleaved<V, R, O + 1>(alpha, acc, beta, y);
+}
+
 // Up to this many columns, the sums buffer is skipped: each vector of rows takes all the
 // columns at once and is written out (a GEMM with K = 6 is a few short streams, and three
 // passes over R x rows floats of partial sums cost more than the products).
@@ -258,11 +299,17 @@ GK_INLINE void gemv_axpy_rows(int64_t i0, int64_t i1, int64_t c0, int64_t cols, 
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[0][r] += v * xp[c * R + r];
     }
+    V sum[R];
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const V sum = kSets > 1 ? acc[0][r] + acc[kSets - 1][r] : acc[0][r];
-      finish_vec(alpha, sum, beta, y0 + i * incy + r * ldy, incy);
+    for (int r = 0; r < R; ++r) sum[r] = kSets > 1 ? acc[0][r] + acc[kSets - 1][r] : acc[0][r];
+    if constexpr (R >= 2 && R <= 4) {
+      if (incy == R && ldy == 1) {
+        finish_interleaved<V, R>(alpha, sum, beta, y0 + i * incy);
+        continue;
+      }
     }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) finish_vec(alpha, sum[r], beta, y0 + i * incy + r * ldy, incy);
   }
 }
 

@@ -72,10 +72,18 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // dot products of K 40 with 4 vectors (3000x4x40 24 -> 21: a horizontal sum per 40
   // multiply-adds); 4 rows with B's rows contiguous, where the tiny path's vectors run
   // along N (4x362x362 103 -> 92; at 2 and 3 rows ahead: 2x512x512 45 -> 73, 3x256x256 A
-  // transposed 62 -> 99).
-  l.few_vectors_min_rows = 64;
+  // transposed 62 -> 99). From 8 rows on, with a row-major C's rows stored as interleaved
+  // vectors (A transposed unless noted; tiny -> GEMV, OpenBLAS in brackets): 54x2x177 both
+  // transposed 10 -> 27 (43), 56x2x1320 10 -> 33 (49), 46x3x244 16 -> 31 (38), 40x2x40 9 ->
+  // 27 (32), 48x4x48 19 -> 44 (55), 30x2x500 A not transposed 12 -> 28 (58), 8x2x100 4.7 ->
+  // 7.8 (18); 60x4x60 and 32x4x128 B transposed even; 8x4x8 5.0 -> 4.5.
+  l.few_vectors_min_rows = 8;
   l.few_vectors_dot_min_k = 64;
   l.few_rows_axpy_max_vectors = 3;
+  // Up to one row block of the tiny path (8 rows on 16-float vectors, 4 on 8-float ones)
+  // with B's rows contiguous, B is read once, in place, at any size: 7x742x181 ran at 33
+  // GFLOP/s packed, where 7x700x180 (within the small products) ran at 100 on the tiny path.
+  l.tiny_block_rows = kernel.simd == SimdLevel::Avx512 ? 8 : 4;
   // In-place A needs pointwise kernels with one-pixel variants whose MR divides the row unit.
   l.in_place_a_kernels = kernel.pointwise[0].fn != nullptr;
   for (const KernelInfo::Pointwise& k : kernel.pointwise)
@@ -173,6 +181,8 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
   if (threads == 1 && l.tiny_blocks && (bt.cs == 1 || m <= l.few_rows_axpy_max_vectors) &&
       few_vectors_serve(l, bt, n, k, m))
     return {GemmPath::GemvRows, 1, "at most 4 rows of C (3 unless B's columns are contiguous): B read once for all"};
+  if (threads == 1 && l.tiny_blocks && m <= l.tiny_block_rows && b.cs == 1)
+    return {GemmPath::Tiny, 1, "one row block of the tiny path, B's rows contiguous: B read once, in place"};
   // Any K: nothing is packed, so no A panel has to stay in L1. Against the small path and
   // the packed one, same process, median GFLOP/s: 16x16x3000 92.8 / 62.5 / 43.6, 8x8x10000
   // 56.8 / 38.8 / 21.7, 4x24x5000 83.2 / 69.2 / 28.7, 2x2x100000 10.3 / 2.4 / 1.7.
