@@ -31,6 +31,25 @@ std::string describe(const Case& c) {
   return buf;
 }
 
+// The path choose_gemm_path's one-thread GEMV rules (dot products within L1, few vectors)
+// name for a row-stored problem whose matrix is within L2, or Tiny where neither applies.
+// A column-major case's row-stored problem is C^T = op(B)^T op(A)^T: (n, m, k, tb, ta).
+gk::GemmPath few_vectors_path(const gk::PathLimits& l, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  const int64_t vectors = std::min(m, n), rows = std::max(m, n);
+  const bool few_rows = m < n;  // B^T is the matrix
+  const gk::GemmPath gemv = few_rows ? gk::GemmPath::GemvRows : gk::GemmPath::GemvColumns;
+  if (vectors < 2 || vectors > l.dot_max_vectors) return gk::GemmPath::Tiny;
+  if (!ta && tb && k >= l.dot_min_k && rows * k * 4 <= l.dot_max_matrix_bytes) return gemv;
+  if (!l.tiny_blocks || rows < (few_rows ? l.few_rows_min_columns : l.few_vectors_min_rows)) return gk::GemmPath::Tiny;
+  const bool dot_form = few_rows ? tb : !ta;
+  const int64_t dot_min_k = vectors <= 2 ? l.dot_min_k : l.few_vectors_dot_min_k;
+  const bool serves = dot_form ? k >= dot_min_k : !few_rows || vectors <= l.few_rows_axpy_max_vectors;
+  return serves ? gemv : gk::GemmPath::Tiny;
+}
+gk::GemmPath few_vectors_path(const gk::PathLimits& l, const Case& c) {
+  return c.row_major ? few_vectors_path(l, c.m, c.n, c.k, c.ta, c.tb) : few_vectors_path(l, c.n, c.m, c.k, c.tb, c.ta);
+}
+
 // Runs one case through cblas_sgemm (or sgemm_ for column-major when `fortran`).
 ::testing::AssertionResult run_case(const Case& c, bool fortran = false) {
   const bool rm = c.row_major;
@@ -252,20 +271,11 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
                        kBetas[pick / 3 % 3], int64_t(pick % 3 == 0 ? 3 : 0)};
           ++pick;
           ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 2 == 0));
-          if (!tiny_blocks || !c.row_major || vectors == 1) continue;
-          const int64_t dot_min_k = vectors <= 2 ? l.dot_min_k : l.few_vectors_dot_min_k;
-          // The matrix: A (m x k, rows contiguous unless transposed), or B^T (n x k, rows
-          // contiguous when B is transposed).
-          const bool dot_form = wide ? c.tb : !c.ta;
-          // (Or the dot products within L1: A's rows and B's columns contiguous.)
-          const bool in_l1_dots = !c.ta && c.tb && k >= l.dot_min_k && rows * k * 4 <= l.dot_max_matrix_bytes;
-          const bool expected = in_l1_dots || (rows >= l.few_vectors_min_rows &&
-                                               (dot_form ? k >= dot_min_k : !wide || vectors <= l.few_rows_axpy_max_vectors));
-          // Else no GEMV rule applies (the matrix within L2, too few rows, or in dot form K
-          // below the dot products' threshold): the tiny path.
+          if (!tiny_blocks || vectors == 1) continue;
+          // Where no GEMV rule applies (too few rows, or in dot form K below the
+          // threshold), the tiny path.
           const gk::GemmPath ran = gk::last_gemm_path();
-          const gk::GemmPath want = !expected ? gk::GemmPath::Tiny : wide ? gk::GemmPath::GemvRows : gk::GemmPath::GemvColumns;
-          EXPECT_EQ(ran, want) << describe(c) << " ran " << gk::path_name(ran);
+          EXPECT_EQ(ran, few_vectors_path(l, c)) << describe(c) << " ran " << gk::path_name(ran);
         }
     gk_set_num_threads(0);
   });
@@ -352,7 +362,7 @@ TEST(Sgemm, InPlaceAEveryRowAndColumnEdge) {
     int index = 0;
     for (int64_t n : columns)
       for (int64_t m : {12, 23, 61}) {
-        bool ran_in_place = false;
+        bool ran_in_place = false, all_few_vectors = true;
         for (int64_t k : {std::max<int64_t>(128, 2 * n) + 3, 2 * cfg.kc + 3,
                           std::max<int64_t>(128, std::max<int64_t>(2 * n, int64_t(small / double(m * n)))) + 3}) {
           const int pick = index++;
@@ -368,17 +378,18 @@ TEST(Sgemm, InPlaceAEveryRowAndColumnEdge) {
           const gk::PathLimits& l = cfg.paths;
           const bool dots = ran == gk::GemmPath::GemvColumns && rm && tb && n <= l.dot_max_vectors &&
                             k >= l.dot_min_k && m * k * 4 <= l.dot_max_matrix_bytes;
-          // (Or, on one thread, the few-vector GEMV loops: FewVectorsReadTheMatrixOnce.)
-          const bool few_vectors = ran == gk::GemmPath::GemvColumns && l.tiny_blocks && n <= l.dot_max_vectors &&
-                                   m >= l.few_vectors_min_rows;
+          // (Or, on one thread, the few-vector GEMV loops.)
+          const gk::GemmPath few_vectors_choice = few_vectors_path(l, c);
+          const bool few_vectors = few_vectors_choice != gk::GemmPath::Tiny && ran == few_vectors_choice;
+          all_few_vectors &= few_vectors_choice != gk::GemmPath::Tiny;
           ran_in_place |= ran == gk::GemmPath::InPlaceA;
           EXPECT_TRUE(expected ? ran == gk::GemmPath::InPlaceA || small_path || dots || few_vectors
                                : ran != gk::GemmPath::InPlaceA)
               << describe(c) << " ran " << gk::path_name(ran);
         }
-        // Up to dot_max_vectors columns the few-vector loops may take every K.
+        // (Unless the few-vector loops may take every K.)
         const bool expected = cfg.paths.in_place_a_kernels && !(ker.simd == gk::SimdLevel::Avx512 && n <= 8);
-        if (n > cfg.paths.dot_max_vectors || !cfg.paths.tiny_blocks) {
+        if (!all_few_vectors) {
           EXPECT_EQ(ran_in_place, expected) << ker.name << " " << m << " x " << n << ": whether some K ran the in-place-A path";
         }
       }
@@ -442,18 +453,15 @@ TEST(Sgemm, TinyPathEveryBlockEdge) {
       ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 7 == 0));
       // One row or column of C streams the other operand (GEMV) on every ISA.
       const gk::GemmPath ran = gk::last_gemm_path();
-      const bool gemv = ran == gk::GemmPath::GemvRows || ran == gk::GemmPath::GemvColumns;
-      // At most 4 rows or columns against at least few_vectors_min_rows may take the
-      // few-vector GEMV loops (their rules: FewVectorsReadTheMatrixOnce).
-      const bool few_vectors = l.tiny_blocks && std::min(m, n) <= l.dot_max_vectors &&
-                               std::max(m, n) >= l.few_vectors_min_rows;
-      if (m == 1 || n == 1)
-        EXPECT_TRUE(gemv) << describe(c) << " ran " << gk::path_name(ran);
-      else if (few_vectors && gemv)
-        continue;
-      else
-        EXPECT_EQ(ran == gk::GemmPath::Tiny, kHasTinyBlocks && ker.simd != gk::SimdLevel::Baseline)
+      // (At most 4 rows or columns: the GEMV rules first, see few_vectors_path.)
+      if (m == 1 || n == 1) {
+        EXPECT_TRUE(ran == gk::GemmPath::GemvRows || ran == gk::GemmPath::GemvColumns)
             << describe(c) << " ran " << gk::path_name(ran);
+      } else if (kHasTinyBlocks && ker.simd != gk::SimdLevel::Baseline) {
+        EXPECT_EQ(ran, few_vectors_path(l, c)) << describe(c) << " ran " << gk::path_name(ran);
+      } else {
+        EXPECT_NE(ran, gk::GemmPath::Tiny) << describe(c);
+      }
     }
   });
   gk_set_num_threads(0);
@@ -461,36 +469,40 @@ TEST(Sgemm, TinyPathEveryBlockEdge) {
 
 // At most one tiny row block (8 rows with AVX-512, 4 with AVX2) with B's rows contiguous
 // runs the tiny path at any size on one thread: B read once, in place. Every row count up
-// to a block and past it, columns through the 48-, 32- and 16-float blocks and their masked
-// last vectors, products past the small ones, A plain or transposed, alpha and beta by
+// to a block and past it, each product past the small ones, columns ending in a masked
+// 16-float vector, two vectors and the 32 + 24 split; row-major with A plain or
+// transposed, and column-major (A not transposed: the row-stored B); alpha and beta by
 // turns (beta 0 with C NaN), padded leading dimensions. Where a GEMV rule comes first (one
-// row; a few rows, or B past L2, with B's rows contiguous) that path runs.
+// row, a few rows, B past L2) that path runs; with B's columns contiguous (row-major,
+// B transposed) never the tiny path.
 TEST(Sgemm, OneTinyRowBlockAnySize) {
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
-    const gk::KernelConfig cfg = gk::derive_blocking(ker);
-    const gk::PathLimits& l = cfg.paths;
+    const gk::PathLimits& l = gk::derive_blocking(ker).paths;
     gk_set_num_threads(1);
     int pick = 0;
+    const int64_t k = 400;
     for (int64_t m = 1; m <= 9; ++m)
-      for (int64_t n : {301, 497, 530})
-        for (int64_t k : {331, 400}) {
-          const Case c{m, n, k, true, pick % 2 == 1, false, kAlphas[1 + pick / 2 % 2], kBetas[pick % 3],
-                       int64_t(pick % 4 == 3 ? 3 : 0)};
-          ++pick;
-          ASSERT_GT(double(m) * n * k, m == 1 ? 0.0 : l.small_multiply_adds / 8);
-          ASSERT_TRUE(run_case(c));
-          const gk::GemmPath ran = gk::last_gemm_path();
-          if (!l.tiny_blocks || m > l.tiny_block_rows) {
-            if (double(m) * n * k > l.small_multiply_adds) {
-              EXPECT_NE(ran, gk::GemmPath::Tiny) << describe(c);
-            }
-            continue;
-          }
-          const bool b_past_l2 = n * k * 4 > l.gemv_min_matrix_bytes * std::max<int64_t>(1, m / 4);
-          const bool gemv_first = m == 1 || m <= l.few_rows_axpy_max_vectors || b_past_l2;
-          if (gemv_first && ran == gk::GemmPath::GemvRows) continue;
-          EXPECT_EQ(ran, gk::GemmPath::Tiny) << describe(c) << " ran " << gk::path_name(ran);
+      for (int64_t tail : {5, 27, 56}) {
+        const int64_t n = (int64_t(l.small_multiply_adds / double(m * k)) + 48) / 48 * 48 + tail;
+        ASSERT_GT(double(m) * n * k, l.small_multiply_adds);
+        const int variant = pick % 4;  // row-major NN, TN, NT; column-major
+        const bool b_rows_contiguous = variant != 2;
+        Case c{m, n, k, variant != 3, variant == 1, variant == 2, kAlphas[1 + pick / 2 % 2], kBetas[pick % 3],
+               int64_t(pick % 5 == 4 ? 3 : 0)};
+        if (!c.row_major) c = {n, m, k, false, false, pick % 8 == 7, c.alpha, c.beta, c.extra_ld};
+        ++pick;
+        ASSERT_TRUE(run_case(c));
+        const gk::GemmPath ran = gk::last_gemm_path();
+        if (!l.tiny_blocks || m > l.tiny_block_rows || !b_rows_contiguous) {
+          EXPECT_NE(ran, gk::GemmPath::Tiny) << describe(c);
+          continue;
         }
+        // The row-stored problem: m x n, A transposed for row-major TN and column-major NT.
+        const bool ta = c.row_major ? c.ta : c.tb;
+        const bool b_past_l2 = n * k * 4 > l.gemv_min_matrix_bytes * std::max<int64_t>(1, m / 4);
+        const gk::GemmPath want = m == 1 || b_past_l2 ? gk::GemmPath::GemvRows : few_vectors_path(l, m, n, k, ta, false);
+        EXPECT_EQ(ran, want) << describe(c) << " ran " << gk::path_name(ran);
+      }
     gk_set_num_threads(0);
   });
 }

@@ -76,13 +76,17 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // vectors (A transposed unless noted; tiny -> GEMV, OpenBLAS in brackets): 54x2x177 both
   // transposed 10 -> 27 (43), 56x2x1320 10 -> 33 (49), 46x3x244 16 -> 31 (38), 40x2x40 9 ->
   // 27 (32), 48x4x48 19 -> 44 (55), 30x2x500 A not transposed 12 -> 28 (58), 8x2x100 4.7 ->
-  // 7.8 (18); 60x4x60 and 32x4x128 B transposed even; 8x4x8 5.0 -> 4.5.
+  // 7.8 (18); 60x4x60 and 32x4x128 B transposed even; 8x4x8 5.0 -> 4.5. Few rows of C
+  // store whole vectors already and gain nothing from the interleaving: below 64 columns
+  // the tiny path stays ahead (2x40x300 62 against 45).
   l.few_vectors_min_rows = 8;
+  l.few_rows_min_columns = 64;
   l.few_vectors_dot_min_k = 64;
   l.few_rows_axpy_max_vectors = 3;
   // Up to one row block of the tiny path (8 rows on 16-float vectors, 4 on 8-float ones)
   // with B's rows contiguous, B is read once, in place, at any size: 7x742x181 ran at 33
-  // GFLOP/s packed, where 7x700x180 (within the small products) ran at 100 on the tiny path.
+  // GFLOP/s packed, where 7x700x180 (within the small products) ran at 100 on the tiny path;
+  // 8x500x500 32 -> 95. AVX2 forced: 4x500x460 41 -> 53, 4x480x480 A transposed 32 -> 48.
   l.tiny_block_rows = kernel.simd == SimdLevel::Avx512 ? 8 : 4;
   // In-place A needs pointwise kernels with one-pixel variants whose MR divides the row unit.
   l.in_place_a_kernels = kernel.pointwise[0].fn != nullptr;
@@ -123,11 +127,12 @@ bool dots_serve(const PathLimits& l, const GemmProblem& p, const MatrixView& a, 
 }
 
 // At most dot_max_vectors columns of C, or rows with B's columns contiguous, against at
-// least few_vectors_min_rows of the other side (see path_limits). The matrix (A, or B
+// least min_rows of the other side (see path_limits). The matrix (A, or B
 // transposed) in axpy form (columns contiguous) at any K, in dot form (rows contiguous)
 // where a row's dot product pays its horizontal sum.
-bool few_vectors_serve(const PathLimits& l, const MatrixView& mat, int64_t rows, int64_t k, int64_t vectors) {
-  if (vectors > l.dot_max_vectors || rows < l.few_vectors_min_rows) return false;
+bool few_vectors_serve(const PathLimits& l, const MatrixView& mat, int64_t rows, int64_t min_rows, int64_t k,
+                       int64_t vectors) {
+  if (vectors > l.dot_max_vectors || rows < min_rows) return false;
   if (mat.rs == 1) return true;
   return mat.cs == 1 && k >= (vectors <= 2 ? l.dot_min_k : l.few_vectors_dot_min_k);
 }
@@ -175,11 +180,11 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
   if (threads == 1 && dots_serve(l, p, a, b))
     return {m >= n ? GemmPath::GemvColumns : GemmPath::GemvRows, 1,
             "at most 4 rows or columns of C, A's rows and B's columns contiguous: dot products in place"};
-  if (threads == 1 && l.tiny_blocks && few_vectors_serve(l, a, m, k, n))
+  if (threads == 1 && l.tiny_blocks && few_vectors_serve(l, a, m, l.few_vectors_min_rows, k, n))
     return {GemmPath::GemvColumns, 1, "at most 4 columns of C: A read once for all of them"};
   const MatrixView bt = b.transposed();
   if (threads == 1 && l.tiny_blocks && (bt.cs == 1 || m <= l.few_rows_axpy_max_vectors) &&
-      few_vectors_serve(l, bt, n, k, m))
+      few_vectors_serve(l, bt, n, l.few_rows_min_columns, k, m))
     return {GemmPath::GemvRows, 1, "at most 4 rows of C (3 unless B's columns are contiguous): B read once for all"};
   if (threads == 1 && l.tiny_blocks && m <= l.tiny_block_rows && b.cs == 1)
     return {GemmPath::Tiny, 1, "one row block of the tiny path, B's rows contiguous: B read once, in place"};

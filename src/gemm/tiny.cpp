@@ -1,6 +1,7 @@
 // GEMMs computed straight from the operands, nothing packed and nothing staged: small
-// products (up to about 96^3 multiply-adds, any K, one thread) and products of at most 24
-// columns at any M (the tiny-narrow path; choose_gemm_path in path.cpp says when).
+// products (up to about 96^3 multiply-adds, any K, one thread), C of one row block with
+// B's rows contiguous at any size, and products of at most 24 columns at any M (the
+// tiny-narrow path; choose_gemm_path in path.cpp says when).
 //
 // On the no-pack path a 5x5x5 GEMM took 305 ns against OpenBLAS's 190, and 13x17x19 ran
 // at 0.6x: packing the A panel, copying the partial B panel, the local tile of every
