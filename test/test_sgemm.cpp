@@ -3,6 +3,7 @@
 // C for beta == 0, shapes at and around every blocking size, each kernel, 1 and 2 threads.
 #include <algorithm>
 #include <array>
+#include <limits>
 
 #include "common/runtime.h"
 #if defined(__x86_64__)
@@ -42,8 +43,7 @@ gk::GemmPath few_vectors_path(const gk::PathLimits& l, int64_t m, int64_t n, int
   if (!ta && tb && k >= l.dot_min_k && rows * k * 4 <= l.dot_max_matrix_bytes) return gemv;
   if (!l.tiny_blocks || rows < (few_rows ? l.few_rows_min_columns : l.few_vectors_min_rows)) return gk::GemmPath::Tiny;
   const bool dot_form = few_rows ? tb : !ta;
-  const int64_t dot_min_k = vectors <= 2 ? l.dot_min_k : l.few_vectors_dot_min_k;
-  const bool serves = dot_form ? k >= dot_min_k : !few_rows || vectors <= l.few_rows_axpy_max_vectors;
+  const bool serves = dot_form ? k >= l.few_vectors_dot_min_k : !few_rows || vectors <= l.few_rows_axpy_max_vectors;
   return serves ? gemv : gk::GemmPath::Tiny;
 }
 gk::GemmPath few_vectors_path(const gk::PathLimits& l, const Case& c) {
@@ -255,8 +255,8 @@ TEST(Sgemm, DotProductsEveryEdge) {
 // and beta by turns (beta 0 with C NaN), padded leading dimensions; the path is asserted
 // for the row-major cases the rules name.
 TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
-  const std::vector<int64_t> ks = gktest::quick() ? std::vector<int64_t>{10, 32, 63, 64, 279}
-                                                  : std::vector<int64_t>{1, 10, 31, 32, 47, 63, 64, 100, 279};
+  const std::vector<int64_t> ks = gktest::quick() ? std::vector<int64_t>{10, 16, 17, 63, 279}
+                                                  : std::vector<int64_t>{1, 10, 15, 16, 17, 31, 32, 47, 63, 64, 100, 279};
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
     const gk::PathLimits& l = gk::derive_blocking(ker).paths;
     const bool tiny_blocks = l.tiny_blocks;
@@ -277,6 +277,33 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
           const gk::GemmPath ran = gk::last_gemm_path();
           EXPECT_EQ(ran, few_vectors_path(l, c)) << describe(c) << " ran " << gk::path_name(ran);
         }
+    gk_set_num_threads(0);
+  });
+}
+
+// The dot form's last vector ends at the row's end and sets the lanes already summed to
+// zero, in the matrix's row as well as in the vectors: infinities among those lanes must
+// count once (C = +inf), not also as 0 x inf (NaN). Row-major NN, 2-4 columns, K = 17
+// and 40 (with 16-float vectors the last one overlaps 15 and 8 summed lanes, with 8-float
+// ones 7 at K = 17), infinities in the last 15 columns of A but its last, each kernel.
+TEST(Sgemm, FewVectorsDotTailCountsInfinitiesOnce) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    const bool tiny_blocks = gk::derive_blocking(ker).paths.tiny_blocks;
+    gk_set_num_threads(1);
+    for (int64_t n = 2; n <= 4; ++n)
+      for (int64_t k : {17, 40}) {
+        const int64_t m = 67;
+        std::vector<float> a(size_t(m * k), 0.5f), b(size_t(k * n), 0.25f), c(size_t(m * n), gktest::kNaN);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t p = k - 16; p < k - 1; ++p) a[size_t(i * k + p)] = std::numeric_limits<float>::infinity();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a.data(), int(k), b.data(),
+                    int(n), 0.0f, c.data(), int(n));
+        if (tiny_blocks) {
+          EXPECT_EQ(gk::last_gemm_path(), gk::GemmPath::GemvColumns) << m << "x" << n << "x" << k;
+        }
+        for (size_t e = 0; e < c.size(); ++e)
+          ASSERT_EQ(c[e], std::numeric_limits<float>::infinity()) << m << "x" << n << "x" << k << " element " << e;
+      }
     gk_set_num_threads(0);
   });
 }

@@ -58,6 +58,13 @@ GK_INLINE float hsum(const v16& v) {
   return hsum(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
               __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
 }
+typedef int32_t vi16 __attribute__((vector_size(64)));
+typedef int32_t vi8 __attribute__((vector_size(32)));
+typedef int32_t vi4 __attribute__((vector_size(16)));
+template <typename V> struct IntVector;
+template <> struct IntVector<v16> { using type = vi16; };
+template <> struct IntVector<v8> { using type = vi8; };
+template <> struct IntVector<v4> { using type = vi4; };
 template <typename V> struct HalfVector;
 template <> struct HalfVector<v16> { using type = v8; };
 template <> struct HalfVector<v8> { using type = v4; };
@@ -136,24 +143,66 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
   }
 }
 
+// The sums of C vectors' lanes, all at once: pairs of vectors fold their halves together
+// into one vector holding both, halving the width each level, until every lane is one sum
+// (a vector that is left alone folds with itself). Two shuffles and an add per fold: 8 dot
+// products of 16 lanes cost 8 folds, where 8 horizontal sums cost 32 shuffles and adds.
+// fold<W>: x and y hold groups of W lanes; the result holds x's groups, then y's, W / 2 wide.
+constexpr int fold_index(int L, int W, int t, int half) {
+  const int q = t / (W / 2), o = t % (W / 2), groups = L / W;
+  return (q < groups ? q * W : L + (q - groups) * W) + half + o;
+}
+template <typename V, int W, int... T>
+GK_INLINE V fold(const V& x, const V& y, std::integer_sequence<int, T...>) {
+  constexpr int L = sizeof...(T);
+  return __builtin_shufflevector(x, y, fold_index(L, W, T, 0)...) + __builtin_shufflevector(x, y, fold_index(L, W, T, W / 2)...);
+}
+// v[0 .. C) (C a power of two), each a group of W lanes per accumulator: sums[a] for each
+// accumulator a in order (sums has room for max(C * W, lanes) floats).
+template <typename V, int W, int C>
+GK_INLINE void fold_sums(V* v, float* sums) {
+  constexpr int L = lanes<V>();
+  if constexpr (W == 1) {
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) store_vec(sums + c * L, v[c]);
+  } else if constexpr (C == 1) {
+    v[0] = fold<V, W>(v[0], v[0], std::make_integer_sequence<int, L>{});
+    fold_sums<V, W / 2, 1>(v, sums);
+  } else {
+#pragma GCC unroll 16
+    for (int c = 0; c < C / 2; ++c) v[c] = fold<V, W>(v[2 * c], v[2 * c + 1], std::make_integer_sequence<int, L>{});
+    fold_sums<V, W / 2, C / 2>(v, sums);
+  }
+}
+
+constexpr int next_power_of_two(int n) { return n <= 1 ? 1 : 2 * next_power_of_two((n + 1) / 2); }
+
 // Rows [r0, r1) in dot form against R vectors at once (vector v contiguous at x + v * xs,
 // Y(i, v) at y[i * incy + v * ldy]): each row is loaded once for all R, where R passes of
 // gemv_dot read the matrix R times. Rows rows per pass, one accumulator per (row,
 // vector): 6-8 independent chains. 1209x2x279 (A's rows contiguous, B's two columns
 // gathered) ran at 12 GFLOP/s on the tiny path, whose vectors run along the 2 columns.
+// Rows of at least a vector end on one more vector ending at the row's end, its lanes
+// already summed set to zero (in the row too, so that an infinity there adds no NaN), and
+// all the accumulators are summed at once (fold_sums): a horizontal sum and a scalar tail
+// per (row, vector) held 2001x4x63 to 22 GFLOP/s.
 template <typename V, int R, int Rows>
 GK_INLINE void gemv_dot_vectors(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m, int64_t rs,
                                 const float* x, int64_t xs, float beta, float* y, int64_t incy, int64_t ldy) {
   constexpr int64_t kLanes = lanes<V>();
+  constexpr int kAcc = Rows * R, kFolded = next_power_of_two(kAcc);
+  using VI = typename IntVector<V>::type;
+  VI lane{};
+  for (int t = 0; t < kLanes; ++t) lane[t] = t;
+  // The last vector's lanes past those the whole vectors covered.
+  const VI new_lanes = lane >= static_cast<int32_t>(kLanes - cols % kLanes);
+  const int64_t whole = cols / kLanes * kLanes;
   int64_t i = r0;
   for (; i + Rows <= r1; i += Rows) {
-    V acc[Rows][R];
-#pragma GCC unroll 4
-    for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 4
-      for (int v = 0; v < R; ++v) acc[r][v] = V{};
-    int64_t j = 0;
-    for (; j + kLanes <= cols; j += kLanes) {
+    V acc[kFolded];
+#pragma GCC unroll 16
+    for (int a = 0; a < kFolded; ++a) acc[a] = V{};
+    for (int64_t j = 0; j < whole; j += kLanes) {
       V xv[R];
 #pragma GCC unroll 4
       for (int v = 0; v < R; ++v) xv[v] = load_vec<V>(x + v * xs + j);
@@ -161,16 +210,39 @@ GK_INLINE void gemv_dot_vectors(int64_t r0, int64_t r1, int64_t cols, float alph
       for (int r = 0; r < Rows; ++r) {
         const V a = load_vec<V>(m + (i + r) * rs + j);
 #pragma GCC unroll 4
-        for (int v = 0; v < R; ++v) acc[r][v] += a * xv[v];
+        for (int v = 0; v < R; ++v) acc[r * R + v] += a * xv[v];
       }
     }
+    if (whole == 0) {  // rows shorter than a vector: halves of vectors, then single floats
+#pragma GCC unroll 4
+      for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < R; ++v) {
+          float* out = y + (i + r) * incy + v * ldy;
+          *out = finish(alpha, dot_tail<V>(m + (i + r) * rs, x + v * xs, 0, cols), beta, *out);
+        }
+      continue;
+    }
+    if (whole < cols) {
+      const int64_t j = cols - kLanes;
+      V xv[R];
+#pragma GCC unroll 4
+      for (int v = 0; v < R; ++v) xv[v] = new_lanes ? load_vec<V>(x + v * xs + j) : V{};
+#pragma GCC unroll 4
+      for (int r = 0; r < Rows; ++r) {
+        const V a = new_lanes ? load_vec<V>(m + (i + r) * rs + j) : V{};
+#pragma GCC unroll 4
+        for (int v = 0; v < R; ++v) acc[r * R + v] += a * xv[v];
+      }
+    }
+    float sums[kFolded > kLanes ? kFolded : kLanes];
+    fold_sums<V, kLanes, kFolded>(acc, sums);
 #pragma GCC unroll 4
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
       for (int v = 0; v < R; ++v) {
-        const float s = (j > 0 ? hsum(acc[r][v]) : 0.0f) + dot_tail<V>(m + (i + r) * rs, x + v * xs, j, cols);
         float* out = y + (i + r) * incy + v * ldy;
-        *out = finish(alpha, s, beta, *out);
+        *out = finish(alpha, sums[r * R + v], beta, *out);
       }
   }
   if constexpr (Rows > 1) gemv_dot_vectors<V, R, 1>(i, r1, cols, alpha, m, rs, x, xs, beta, y, incy, ldy);
@@ -181,14 +253,15 @@ template <typename V>
 GK_INLINE void gemv_dot_all(int64_t vectors, int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                             int64_t rs, const float* x, int64_t xs, float beta, float* y, int64_t incy,
                             int64_t ldy) {
+  constexpr int kWide = lanes<V>() == 16 ? 4 : 2;
   for (int64_t v = 0; v < vectors;) {
     const float* xv = x + v * xs;
     float* yv = y + v * ldy;
     switch (std::min<int64_t>(vectors - v, 4)) {
       case 1: gemv_dot<V>(r0, r1, cols, alpha, m, rs, xv, beta, yv, incy); v += 1; break;
       case 2: gemv_dot_vectors<V, 2, 4>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 2; break;
-      case 3: gemv_dot_vectors<V, 3, 2>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 3; break;
-      default: gemv_dot_vectors<V, 4, 2>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 4; break;
+      case 3: gemv_dot_vectors<V, 3, kWide>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 3; break;
+      default: gemv_dot_vectors<V, 4, kWide>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 4; break;
     }
   }
 }

@@ -69,8 +69,7 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // 25 -> 73 (97), 3021x2x10 9 -> 19 (30). With the AVX2 kernel forced alike: 1209x2x279
   // 13-17 -> 30-37, 2x512x512 NT 11 -> 46, 2225x2x41 A transposed 15 -> 39, 362x4x362
   // both transposed 23-28 -> 51-64; 3x256x256 A transposed about even. Behind below:
-  // dot products of K 40 with 4 vectors (3000x4x40 24 -> 21: a horizontal sum per 40
-  // multiply-adds); 4 rows with B's rows contiguous, where the tiny path's vectors run
+  // 4 rows with B's rows contiguous, where the tiny path's vectors run
   // along N (4x362x362 103 -> 92; at 2 and 3 rows ahead: 2x512x512 45 -> 73, 3x256x256 A
   // transposed 62 -> 99). From 8 rows on, with a row-major C's rows stored as interleaved
   // vectors (A transposed unless noted; tiny -> GEMV, OpenBLAS in brackets): 54x2x177 both
@@ -81,7 +80,16 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // the tiny path stays ahead (2x40x300 62 against 45).
   l.few_vectors_min_rows = 8;
   l.few_rows_min_columns = 64;
-  l.few_vectors_dot_min_k = 64;
+  // The dot form from K 16 (a whole 16-float vector), with its last vector masked in place
+  // and the sums of all the (row, vector) pairs folded at once, where each had a horizontal
+  // sum and a scalar tail (K >= 32 for 1-2 vectors, 64 for 3-4 then). Tiny path -> dot
+  // form, AVX-512 (AVX2 forced), OpenBLAS in brackets: 2001x4x63 21 -> 38 (28 -> 41) (60),
+  // 742x4x50 21 -> 38 (30 -> 39) (55), 300x2x24 8 -> 21 (10 -> 31) (12), 2000x4x16 13 -> 19
+  // (22 -> 29) (26), 117x3x54 15 -> 29 (23 -> 32) (41); behind at 500x4x20, 17 -> 14 (23 ->
+  // 20). The folded sums over the horizontal ones, dot form both: 742x4x64 25 -> 46-54,
+  // 300x2x300 42 -> 53-57, 1000x4x300 48 -> 86 (with 4-row passes for 3-4 vectors on
+  // AVX-512's 32 registers).
+  l.few_vectors_dot_min_k = 16;
   l.few_rows_axpy_max_vectors = 3;
   // Up to one row block of the tiny path (8 rows on 16-float vectors, 4 on 8-float ones)
   // with B's rows contiguous, B is read once, in place, at any size: 7x742x181 ran at 33
@@ -129,12 +137,12 @@ bool dots_serve(const PathLimits& l, const GemmProblem& p, const MatrixView& a, 
 // At most dot_max_vectors columns of C, or rows with B's columns contiguous, against at
 // least min_rows of the other side (see path_limits). The matrix (A, or B
 // transposed) in axpy form (columns contiguous) at any K, in dot form (rows contiguous)
-// where a row's dot product pays its horizontal sum.
+// from a whole vector of K.
 bool few_vectors_serve(const PathLimits& l, const MatrixView& mat, int64_t rows, int64_t min_rows, int64_t k,
                        int64_t vectors) {
   if (vectors > l.dot_max_vectors || rows < min_rows) return false;
   if (mat.rs == 1) return true;
-  return mat.cs == 1 && k >= (vectors <= 2 ? l.dot_min_k : l.few_vectors_dot_min_k);
+  return mat.cs == 1 && k >= l.few_vectors_dot_min_k;
 }
 
 // A GEMV's threads: one while the matrix is within gemv_threads_min_matrix_bytes, and no
