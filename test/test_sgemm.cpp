@@ -248,12 +248,13 @@ TEST(Sgemm, DotProductsEveryEdge) {
 
 // At most 4 columns of C (or rows, by PathLimits' few-vector rules) against a longer other
 // side, the matrix within L2, one thread: the GEMV loops, the matrix read once for all
-// vectors (dot form: 4-row passes for 2 vectors, 2-row for 3 and 4, then single rows;
-// vectors gathered when not contiguous; axpy form: a row-major C's rows stored as
-// interleaved vectors, then halves of vectors and single rows). Every transpose and layout by turns, rows around
-// the passes, K below and at the dot-form thresholds and through the vector tails, alpha
-// and beta by turns (beta 0 with C NaN), padded leading dimensions; the path is asserted
-// for the row-major cases the rules name.
+// vectors (dot form: 4-row passes for 2 vectors, 2-row for 3 and 4 (4-row with AVX-512),
+// then single rows, the last vector of K masked; vectors gathered when not contiguous;
+// axpy form: a row-major C's rows stored as interleaved vectors, then halves of vectors
+// and single rows). Every transpose and layout by turns, rows around the passes, K below,
+// at and past the dot form's threshold and through the vector tails, alpha and beta by
+// turns (beta 0 with C NaN), padded leading dimensions; the path asserted in every case
+// (few_vectors_path).
 TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
   const std::vector<int64_t> ks = gktest::quick() ? std::vector<int64_t>{10, 16, 17, 63, 279}
                                                   : std::vector<int64_t>{1, 10, 15, 16, 17, 31, 32, 47, 63, 64, 100, 279};
@@ -282,10 +283,11 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
 }
 
 // The dot form's last vector ends at the row's end and sets the lanes already summed to
-// zero, in the matrix's row as well as in the vectors: infinities among those lanes must
-// count once (C = +inf), not also as 0 x inf (NaN). Row-major NN, 2-4 columns, K = 17
+// zero, in the matrix's row as well as in the vectors: infinities among those lanes (in A
+// and in B) must count once (C = +inf), not also as 0 x inf (NaN). Row-major NN, 2-4 columns, K = 17
 // and 40 (with 16-float vectors the last one overlaps 15 and 8 summed lanes, with 8-float
-// ones 7 at K = 17), infinities in the last 15 columns of A but its last, each kernel.
+// ones 7 at K = 17), infinities in the last 15 columns of A but its last and in the same
+// rows of B, each kernel.
 TEST(Sgemm, FewVectorsDotTailCountsInfinitiesOnce) {
   gktest::for_each_kernel([](const gk::KernelInfo& ker) {
     const bool tiny_blocks = gk::derive_blocking(ker).paths.tiny_blocks;
@@ -296,6 +298,8 @@ TEST(Sgemm, FewVectorsDotTailCountsInfinitiesOnce) {
         std::vector<float> a(size_t(m * k), 0.5f), b(size_t(k * n), 0.25f), c(size_t(m * n), gktest::kNaN);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t p = k - 16; p < k - 1; ++p) a[size_t(i * k + p)] = std::numeric_limits<float>::infinity();
+        for (int64_t p = k - 16; p < k - 1; ++p)
+          for (int64_t j = 0; j < n; ++j) b[size_t(p * n + j)] = std::numeric_limits<float>::infinity();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a.data(), int(k), b.data(),
                     int(n), 0.0f, c.data(), int(n));
         if (tiny_blocks) {

@@ -158,7 +158,7 @@ GK_INLINE V fold(const V& x, const V& y, std::integer_sequence<int, T...>) {
   return __builtin_shufflevector(x, y, fold_index(L, W, T, 0)...) + __builtin_shufflevector(x, y, fold_index(L, W, T, W / 2)...);
 }
 // v[0 .. C) (C a power of two), each a group of W lanes per accumulator: sums[a] for each
-// accumulator a in order (sums has room for max(C * W, lanes) floats).
+// accumulator a in order (sums has room for max(C * W / lanes, lanes) floats).
 template <typename V, int W, int C>
 GK_INLINE void fold_sums(V* v, float* sums) {
   constexpr int L = lanes<V>();
@@ -180,7 +180,7 @@ constexpr int next_power_of_two(int n) { return n <= 1 ? 1 : 2 * next_power_of_t
 // Rows [r0, r1) in dot form against R vectors at once (vector v contiguous at x + v * xs,
 // Y(i, v) at y[i * incy + v * ldy]): each row is loaded once for all R, where R passes of
 // gemv_dot read the matrix R times. Rows rows per pass, one accumulator per (row,
-// vector): 6-8 independent chains. 1209x2x279 (A's rows contiguous, B's two columns
+// vector): 8-16 independent chains. 1209x2x279 (A's rows contiguous, B's two columns
 // gathered) ran at 12 GFLOP/s on the tiny path, whose vectors run along the 2 columns.
 // Rows of at least a vector end on one more vector ending at the row's end, its lanes
 // already summed set to zero (in the row too, so that an infinity there adds no NaN), and
@@ -213,7 +213,9 @@ GK_INLINE void gemv_dot_vectors(int64_t r0, int64_t r1, int64_t cols, float alph
         for (int v = 0; v < R; ++v) acc[r * R + v] += a * xv[v];
       }
     }
-    if (whole == 0) {  // rows shorter than a vector: halves of vectors, then single floats
+    // Rows shorter than a vector: halves of vectors, then single floats (the path rules ask
+    // for a whole vector of K; this keeps the loop right for any K).
+    if (whole == 0) {
 #pragma GCC unroll 4
       for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
