@@ -95,7 +95,7 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // with B's rows contiguous, B is read once, in place, at any size: 7x742x181 ran at 33
   // GFLOP/s packed, where 7x700x180 (within the small products) ran at 100 on the tiny path;
   // 8x500x500 32 -> 95. AVX2 forced: 4x500x460 41 -> 53, 4x480x480 A transposed 32 -> 48.
-  l.tiny_block_rows = kernel.simd == SimdLevel::Avx512 ? 8 : 4;
+  l.tiny_block_rows = tiny_rows_per_block(kernel.simd);
   // In-place A needs pointwise kernels with one-pixel variants whose MR divides the row unit.
   l.in_place_a_kernels = kernel.pointwise[0].fn != nullptr;
   for (const KernelInfo::Pointwise& k : kernel.pointwise)

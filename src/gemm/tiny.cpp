@@ -256,7 +256,7 @@ bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a
     b = {rows, n, 1};
   }
   // Threads take shares of the row blocks.
-  const int64_t kRowsPerBlock = wide ? 8 : 4;
+  const int64_t kRowsPerBlock = tiny_rows_per_block(simd);
   threads = static_cast<int>(std::min<int64_t>(threads, ceil_div(m, kRowsPerBlock)));
   if (threads == 1) {  // (share()'s divisions were a tenth of a 5x5x5 call)
     for (int64_t i = 0; i < m; i += kRowsPerBlock) tiny_row_block(wide, m - i, n, k, alpha, a, i, b, beta, c, rs_c);
