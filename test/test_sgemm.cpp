@@ -195,6 +195,37 @@ TEST(Sgemm, MatrixVectorShapes) {
   });
 }
 
+// A matrix past gemv_row_at_a_time_min_bytes times one vector in dot form (row-major NT
+// or column-major TN, a row or a column of C): its rows are read one at a time, four
+// vectors a step, then single vectors, then floats. K through every tail of the four-vector
+// step (1-70) with rows enough to pass the limit, the longest rows read so and the shortest
+// that are not; 1 and 2 threads, both orientations, alpha and beta by turns (beta 0 with C
+// NaN), the path asserted.
+TEST(Sgemm, MatrixVectorPastL2RowAtATime) {
+  gktest::for_each_kernel([](const gk::KernelInfo&) {
+    const gk::PathLimits& l = gk::active_config().paths;
+    const int64_t limit = l.gemv_row_at_a_time_min_bytes, longest = l.gemv_row_at_a_time_max_row_bytes / 4;
+    std::vector<std::pair<int64_t, int64_t>> shapes;  // rows, K
+    for (int64_t k = 1; k <= 70; k += gktest::quick() ? 3 : 1) shapes.push_back({limit / (4 * k) + 1 + k % 5, k});
+    for (int64_t k : {longest - 3, longest, longest + 1}) shapes.push_back({limit / (4 * k) + 3, k});
+    int pick = 0;
+    for (int threads : {1, 2}) {
+      gk_set_num_threads(threads);
+      for (const auto& s : shapes) {
+        const bool wide = pick % 2 == 0, rm = pick / 2 % 2 == 0;
+        const float alpha = kAlphas[1 + pick % 2], beta = kBetas[pick / 2 % 3];
+        ++pick;
+        const int64_t m = wide ? 1 : s.first, n = wide ? s.first : 1;
+        ASSERT_TRUE(run_case({m, n, s.second, rm, /*ta=*/!rm, /*tb=*/rm, alpha, beta, pick % 4 == 1 ? 3 : 0}));
+        const gk::GemmPath ran = gk::last_gemm_path();
+        EXPECT_TRUE(ran == gk::GemmPath::GemvRows || ran == gk::GemmPath::GemvColumns)
+            << m << "x" << n << "x" << s.second << " ran " << gk::path_name(ran);
+      }
+    }
+    gk_set_num_threads(0);
+  });
+}
+
 // One row or column of C with few elements (the GEMV path's rows past its last whole
 // vector: halves of it, then single rows): every count from 1 to 40 (each tail of 16-, 8-
 // and 4-float vectors), K short of, at and past the direct columns (16) and odd, in every

@@ -148,6 +148,8 @@ struct PathLimits {
   int64_t narrow_max_b_bytes = 0;     // tiny-narrow: B stays in half of L2
   int64_t gemv_min_matrix_bytes = 0;  // GEMV of several vectors: the matrix is past L2
   int64_t gemv_threads_min_matrix_bytes = 0;  // a GEMV on more than one thread
+  int64_t gemv_row_at_a_time_min_bytes = 0;   // one vector in dot form: rows one at a time
+  int64_t gemv_row_at_a_time_max_row_bytes = 0;  // past the first, rows at most this long
   int64_t dot_max_vectors = 0;        // dot products: at most this many rows or columns of C,
   int64_t dot_min_k = 0;              // K at least this,
   int64_t dot_max_matrix_bytes = 0;   // and the other operand within L1
@@ -356,9 +358,10 @@ bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a
 constexpr int64_t kGemvMaxVectors = 16;
 // Threads share a GEMV's rows in multiples of this (whole vector steps each).
 constexpr int64_t kGemvRowUnit = 128;
-// `simd`: the active kernel's level (its vector code runs that ISA's loops).
+// `cfg`: the active kernel's (its vector code runs that ISA's loops) and its path limits.
 bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
-          const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads, SimdLevel simd);
+          const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads,
+          const KernelConfig& cfg);
 
 // The path sgemm_rowstored takes for a problem (PlainA / PlainB on views a and b), on how
 // many threads, and why (one sentence, static): chosen here only. NoHeap is never chosen:

@@ -93,12 +93,17 @@ GK_INLINE float finish(float alpha, float acc, float beta, float y) {
 
 // Rows [r0, r1) in dot form; x is contiguous. Four rows per pass (four sequential streams)
 // with two vectors each: 8 accumulators in registers.
+// `row_at_a_time`: each row read alone, start to end. Four rows read side by side are four
+// streams a row apart; from memory 1x4000x512 ran at 12.5 GB/s that way, 25 one row after
+// another, 1x1000x1024 17-19 against 25, 1x1000x2048 20 against 26 (Zen 4 VM, one thread).
+// Longer rows push x out of L1 between rows: 1x1000x4096 23 against 21, 1x4096x25088 28.6
+// against 18.5.
 template <typename V>
 GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
-                        int64_t rs, const float* x, float beta, float* y, int64_t incy) {
+                        int64_t rs, const float* x, float beta, float* y, int64_t incy, bool row_at_a_time) {
   constexpr int64_t kLanes = lanes<V>(), kStep = 2 * kLanes;
   int64_t i = r0;
-  for (; i + 4 <= r1; i += 4) {
+  for (; !row_at_a_time && i + 4 <= r1; i += 4) {
     const float* row[4] = {m + i * rs, m + (i + 1) * rs, m + (i + 2) * rs, m + (i + 3) * rs};
     V lo[4], hi[4];
 #pragma GCC unroll 4
@@ -126,19 +131,17 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
       y[(i + r) * incy] = finish(alpha, s, beta, y[(i + r) * incy]);
     }
   }
-  for (; i < r1; ++i) {  // two chains here too: one would wait an FMA latency per vector
+  for (; i < r1; ++i) {  // four chains: one would wait an FMA latency per vector
     const float* row = m + i * rs;
-    V lo = {}, hi = {};
+    V acc[4];
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; ++a) acc[a] = V{};
     int64_t j = 0;
-    for (; j + kStep <= cols; j += kStep) {
-      lo += load_vec<V>(row + j) * load_vec<V>(x + j);
-      hi += load_vec<V>(row + j + kLanes) * load_vec<V>(x + j + kLanes);
-    }
-    if (j + kLanes <= cols) {
-      lo += load_vec<V>(row + j) * load_vec<V>(x + j);
-      j += kLanes;
-    }
-    const float s = (j > 0 ? hsum(lo + hi) : 0.0f) + dot_tail<V>(row, x, j, cols);
+    for (; j + 4 * kLanes <= cols; j += 4 * kLanes)
+#pragma GCC unroll 4
+      for (int a = 0; a < 4; ++a) acc[a] += load_vec<V>(row + j + a * kLanes) * load_vec<V>(x + j + a * kLanes);
+    for (; j + kLanes <= cols; j += kLanes) acc[0] += load_vec<V>(row + j) * load_vec<V>(x + j);
+    const float s = (j > 0 ? hsum((acc[0] + acc[1]) + (acc[2] + acc[3])) : 0.0f) + dot_tail<V>(row, x, j, cols);
     y[i * incy] = finish(alpha, s, beta, y[i * incy]);
   }
 }
@@ -254,13 +257,13 @@ GK_INLINE void gemv_dot_vectors(int64_t r0, int64_t r1, int64_t cols, float alph
 template <typename V>
 GK_INLINE void gemv_dot_all(int64_t vectors, int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                             int64_t rs, const float* x, int64_t xs, float beta, float* y, int64_t incy,
-                            int64_t ldy) {
+                            int64_t ldy, bool row_at_a_time) {
   constexpr int kWide = lanes<V>() == 16 ? 4 : 2;
   for (int64_t v = 0; v < vectors;) {
     const float* xv = x + v * xs;
     float* yv = y + v * ldy;
     switch (std::min<int64_t>(vectors - v, 4)) {
-      case 1: gemv_dot<V>(r0, r1, cols, alpha, m, rs, xv, beta, yv, incy); v += 1; break;
+      case 1: gemv_dot<V>(r0, r1, cols, alpha, m, rs, xv, beta, yv, incy, row_at_a_time); v += 1; break;
       case 2: gemv_dot_vectors<V, 2, 4>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 2; break;
       case 3: gemv_dot_vectors<V, 3, kWide>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 3; break;
       default: gemv_dot_vectors<V, 4, kWide>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 4; break;
@@ -477,7 +480,7 @@ void gemv_strided(int64_t r0, int64_t r1, int64_t cols, float alpha, const Matri
 }
 
 using GemvDot = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                         const float*, int64_t, float, float*, int64_t, int64_t);
+                         const float*, int64_t, float, float*, int64_t, int64_t, bool);
 using GemvAxpy = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
                           const float*, float, float*, int64_t, int64_t, float*);
 
@@ -500,8 +503,9 @@ GK_INLINE void gemv_axpy_vectors(int64_t vectors, int64_t r0, int64_t r1, int64_
   target_attr void gemv_dot_##suffix(int64_t vectors, int64_t r0, int64_t r1, int64_t cols,  \
                                      float alpha, const float* m, int64_t rs, const float* x, \
                                      int64_t xs, float beta, float* y, int64_t incy,         \
-                                     int64_t ldy) {                                          \
-    gemv_dot_all<vec>(vectors, r0, r1, cols, alpha, m, rs, x, xs, beta, y, incy, ldy);       \
+                                     int64_t ldy, bool row_at_a_time) {                      \
+    gemv_dot_all<vec>(vectors, r0, r1, cols, alpha, m, rs, x, xs, beta, y, incy, ldy,        \
+                      row_at_a_time);                                                        \
   }                                                                                          \
   target_attr void gemv_axpy_##suffix(int64_t vectors, int64_t r0, int64_t r1, int64_t cols, \
                                       float alpha, const float* m, int64_t cs,               \
@@ -553,13 +557,17 @@ int64_t gemv_longest_part(int64_t rows, int parts) {
 }  // namespace
 
 bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const MatrixView& mat,
-          const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads, SimdLevel simd) {
-  const GemvImpl impl = gemv_impl(simd);
+          const MatrixView& x, float beta, float* y, int64_t incy, int64_t ldy, int threads,
+          const KernelConfig& cfg) {
+  const GemvImpl impl = gemv_impl(cfg.kernel->simd);
   // The dot form needs each vector contiguous, the axpy form X packed by column
   // (xp[j * vectors + r]): X is gathered once here when it is not already so (cols x vectors
   // floats; in dot form vector r at xp + r * cols).
   const bool dot_form = mat.cs == 1 && mat.rs != 1;
   const bool axpy_form = mat.rs == 1;
+  const bool row_at_a_time = vectors == 1 && rows * mat.rs * static_cast<int64_t>(sizeof(float)) >
+                                                 cfg.paths.gemv_row_at_a_time_min_bytes &&
+                             cols * static_cast<int64_t>(sizeof(float)) <= cfg.paths.gemv_row_at_a_time_max_row_bytes;
   const float* xp = x.p;
   int64_t incx = x.rs, xs = x.cs;
   const bool gather = (dot_form && incx != 1) || (axpy_form && !(x.rs == vectors && (x.cs == 1 || vectors == 1)));
@@ -587,7 +595,7 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
     for (int part = tid; part < threads; part += nt) {
       const RowRange r = gemv_part(rows, part, threads);
       if (dot_form) {
-        impl.dot(vectors, r.r0, r.r1, cols, alpha, mat.p, mat.rs, xp, xs, beta, y, incy, ldy);
+        impl.dot(vectors, r.r0, r.r1, cols, alpha, mat.p, mat.rs, xp, xs, beta, y, incy, ldy, row_at_a_time);
       } else if (axpy_form) {
         impl.axpy(vectors, r.r0, r.r1, cols, alpha, mat.p, mat.cs, xp, beta, y, incy, ldy, sums.part(tid));
       } else {

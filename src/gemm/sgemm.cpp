@@ -26,10 +26,10 @@ bool run_path(const GemmPathChoice& choice, const GemmProblem& p, const MatrixVi
               const KernelConfig& cfg) {
   switch (choice.path) {
     case GemmPath::GemvColumns:
-      return gemv(p.m, p.k, p.n, p.alpha, a, b, p.beta, p.c, p.rs_c, 1, choice.threads, cfg.kernel->simd);
+      return gemv(p.m, p.k, p.n, p.alpha, a, b, p.beta, p.c, p.rs_c, 1, choice.threads, cfg);
     case GemmPath::GemvRows:
       return gemv(p.n, p.k, p.m, p.alpha, b.transposed(), a.transposed(), p.beta, p.c, 1, p.rs_c, choice.threads,
-                  cfg.kernel->simd);
+                  cfg);
     case GemmPath::Tiny:
     case GemmPath::TinyNarrow:
       return gemm_tiny(p.m, p.n, p.k, p.alpha, a, b, p.beta, p.c, p.rs_c, choice.threads, cfg.kernel->simd);
