@@ -298,6 +298,14 @@ gk_status gk_channel_shuffle(const gk_tensor_desc *t, int64_t groups, const floa
  * straight from the unit's input. y must not overlap any xs[g]. */
 gk_status gk_concat_shuffle_channels(int64_t groups, const gk_tensor_desc *parts, const float *const *xs,
                                      const gk_tensor_desc *out, float *y);
+/* gk_concat_shuffle_channels followed by gk_split_channels, in one pass: `out` describes the
+ * shuffled tensor (not written), and ys[i] gets its next `channels[i]` channels, in out's
+ * layout (counts >= 1 summing to out->c; a null ys[i] skips that part). ShuffleNetV2's unit
+ * end and the next unit's split: each half written where it is read, none copied again.
+ * No ys[i] may overlap another or any xs[g]. */
+gk_status gk_concat_shuffle_split_channels(int64_t groups, const gk_tensor_desc *parts, const float *const *xs,
+                                           const gk_tensor_desc *out, int count, const int64_t *channels,
+                                           float *const *ys);
 
 /* Fully connected: y[b][o] = act(bias[o] + sum_i x[b][i] * weights[o][i]) (PyTorch's
  * Linear: weights out_features x in_features, row-major), on the SGEMM core. bias may be

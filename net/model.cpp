@@ -367,6 +367,7 @@ const char* op_name(OpKind kind) {
     case OpKind::Flatten: return "flatten";
     case OpKind::FullyConnected: return "fc";
     case OpKind::ConcatShuffle: return "concat_shuffle";
+    case OpKind::ConcatShuffleSplit: return "concat_shuffle_split";
   }
   return "?";
 }

@@ -34,9 +34,13 @@
 
 namespace gknet {
 
-// ConcatShuffle is never read from a file: the runner fuses a concat and a shuffle into it.
-enum class OpKind { Conv, MaxPool, AvgPool, GlobalAvgPool, Add, Concat, Split, Shuffle, Flatten, FullyConnected, ConcatShuffle };
-constexpr int kOpKinds = int(OpKind::ConcatShuffle) + 1;
+// ConcatShuffle and ConcatShuffleSplit are never read from a file: the runner fuses a
+// concat and a shuffle into the one, and that and the split reading it into the other.
+enum class OpKind {
+  Conv, MaxPool, AvgPool, GlobalAvgPool, Add, Concat, Split, Shuffle, Flatten, FullyConnected, ConcatShuffle,
+  ConcatShuffleSplit
+};
+constexpr int kOpKinds = int(OpKind::ConcatShuffleSplit) + 1;
 
 // A tensor's per-image shape; `flat` tensors are feature vectors (c features, h = w = 1).
 struct TensorShape {
@@ -52,8 +56,8 @@ struct Op {
   int residual = -1;     // Conv: the tensor added before the activation (add=T)
   gk_pool_desc pool{};   // MaxPool, AvgPool
   gk_activation act = GK_ACT_NONE;
-  int64_t groups = 1;                 // Shuffle, ConcatShuffle
-  std::vector<int64_t> channels;      // Split
+  int64_t groups = 1;                 // Shuffle, ConcatShuffle, ConcatShuffleSplit
+  std::vector<int64_t> channels;      // Split, ConcatShuffleSplit
   int64_t features = 0;               // FullyConnected: out features
   std::vector<float> weights, bias;   // Conv, FullyConnected (bias empty when none)
 };

@@ -90,13 +90,15 @@ struct Network::Impl {
 // pass over the output instead of two); and where a part is the first half of a split
 // read by nothing else (the unit's pass-through half), the fused op reads the split's
 // input and the split skips that half (ShuffleNetV2, 1 thread: split + concat + shuffle
-// 0.45 ms -> split + fused 0.19 ms).
+// 0.45 ms -> split + fused 0.19 ms). Where the shuffled tensor's one reader is a split
+// (the next unit's), gk_concat_shuffle_split_channels writes the split's parts and the
+// split is dropped: its copy of the branch half is gone.
 void Network::Impl::fuse_concat_shuffles() {
   const size_t tensors = model->tensors.size();
-  std::vector<int> readers(tensors, 0), producer(tensors, -1);
+  std::vector<int> readers(tensors, 0), producer(tensors, -1), sole_reader(tensors, -1);
   for (size_t i = 0; i < model->ops.size(); ++i) {
     const Op& op = model->ops[i];
-    for (int t : op.in) ++readers[size_t(t)];
+    for (int t : op.in) ++readers[size_t(t)], sole_reader[size_t(t)] = int(i);
     if (op.residual >= 0) ++readers[size_t(op.residual)];
     for (int t : op.out) producer[size_t(t)] = int(i);
   }
@@ -120,12 +122,18 @@ void Network::Impl::fuse_concat_shuffles() {
     f->in = concat.in, f->out = shuffle.out;
     for (int& p : f->in) {
       const int s = producer[size_t(p)];
-      if (s < 0 || readers[size_t(p)] != 1 || model->ops[size_t(s)].kind != OpKind::Split ||
+      if (s < 0 || dropped[size_t(s)] || readers[size_t(p)] != 1 || model->ops[size_t(s)].kind != OpKind::Split ||
           model->ops[size_t(s)].out[0] != p)
         continue;
       skipped[size_t(s)].assign(model->ops[size_t(s)].out.size(), false);
       skipped[size_t(s)][0] = true;
       p = model->ops[size_t(s)].in[0];  // its first per_group channels
+    }
+    const int shuffled = shuffle.out[0], reader = readers[size_t(shuffled)] == 1 ? sole_reader[size_t(shuffled)] : -1;
+    if (reader >= 0 && model->ops[size_t(reader)].kind == OpKind::Split) {
+      const Op& split = model->ops[size_t(reader)];
+      f->kind = OpKind::ConcatShuffleSplit, f->out = split.out, f->channels = split.channels;
+      dropped[size_t(reader)] = true;
     }
     dropped[size_t(c)] = true;
     replaced[i] = f.get();
@@ -261,9 +269,9 @@ bool Network::Impl::allocate(std::string* error) {
   part_descs.resize(ops.size()), part_inputs.resize(ops.size()), part_outputs.resize(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = *ops[i];
-    if (op.kind == OpKind::Concat || op.kind == OpKind::ConcatShuffle)
+    if (op.kind == OpKind::Concat || op.kind == OpKind::ConcatShuffle || op.kind == OpKind::ConcatShuffleSplit)
       for (int t : op.in) part_descs[i].push_back(desc(t)), part_inputs[i].push_back(data(t));
-    if (op.kind == OpKind::Split)
+    if (op.kind == OpKind::Split || op.kind == OpKind::ConcatShuffleSplit)
       for (size_t j = 0; j < op.out.size(); ++j) part_outputs[i].push_back(skips(i, j) ? nullptr : data(op.out[j]));
   }
   return true;
@@ -330,6 +338,15 @@ bool Network::Impl::run_op(size_t i, std::string* error) {
     case OpKind::ConcatShuffle: {
       const gk_tensor_desc out = desc(y);
       s = gk_concat_shuffle_channels(op.groups, part_descs[i].data(), part_inputs[i].data(), &out, data(y));
+      break;
+    }
+    case OpKind::ConcatShuffleSplit: {
+      // The shuffled tensor, not stored: the parts' channels, the split's pixels and layout.
+      gk_tensor_desc shuffled = desc(y);
+      shuffled.c = 0;
+      for (int64_t c : op.channels) shuffled.c += c;
+      s = gk_concat_shuffle_split_channels(op.groups, part_descs[i].data(), part_inputs[i].data(), &shuffled,
+                                           int(op.out.size()), op.channels.data(), part_outputs[i].data());
       break;
     }
     case OpKind::Shuffle: {

@@ -114,14 +114,18 @@ std::string shuffle_units_model(uint32_t seed) {
   w.weighted("conv in=4 out=5 oc=7 kh=3 kw=3 sh=1 sw=1 pt=1 pl=1 pb=1 pr=1 groups=7 act=none bias=1", 7, 9);
   w.line("concat in=2,5 out=6");
   w.line("shuffle in=6 out=7 groups=2");
-  w.weighted("conv in=7 out=8 oc=7 kh=3 kw=3 sh=2 sw=2 pt=1 pl=1 pb=1 pr=1 groups=7 act=none bias=1", 7, 18);
-  w.weighted("conv in=7 out=9 oc=7 kh=1 kw=1 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu bias=1", 7, 14);
-  w.weighted("conv in=9 out=10 oc=7 kh=3 kw=3 sh=2 sw=2 pt=1 pl=1 pb=1 pr=1 groups=7 act=none bias=1", 7, 9);
+  w.line("split in=7 out=8,9 channels=7,7");
+  w.weighted("conv in=9 out=10 oc=7 kh=1 kw=1 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu bias=1", 7, 7);
   w.line("concat in=8,10 out=11");
   w.line("shuffle in=11 out=12 groups=2");
-  w.line("gap in=12 out=13");
-  w.weighted("fc in=13 out=14 features=5 act=none bias=1", 5, 14);
-  w.line("output 14");
+  w.weighted("conv in=12 out=13 oc=7 kh=3 kw=3 sh=2 sw=2 pt=1 pl=1 pb=1 pr=1 groups=7 act=none bias=1", 7, 18);
+  w.weighted("conv in=12 out=14 oc=7 kh=1 kw=1 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu bias=1", 7, 14);
+  w.weighted("conv in=14 out=15 oc=7 kh=3 kw=3 sh=2 sw=2 pt=1 pl=1 pb=1 pr=1 groups=7 act=none bias=1", 7, 9);
+  w.line("concat in=13,15 out=16");
+  w.line("shuffle in=16 out=17 groups=2");
+  w.line("gap in=17 out=18");
+  w.weighted("fc in=18 out=19 features=5 act=none bias=1", 5, 14);
+  w.line("output 19");
   w.line("end");
   return w.text();
 }
@@ -206,7 +210,8 @@ std::vector<double> reference_logits(const Model& m, const std::vector<float>& i
       case OpKind::Conv:
         y = ref_conv(x, op, op.residual >= 0 ? &t[size_t(op.residual)] : nullptr, ys.h, ys.w);
         break;
-      case OpKind::ConcatShuffle: ADD_FAILURE() << "model files hold no fused ops"; break;
+      case OpKind::ConcatShuffle:
+      case OpKind::ConcatShuffleSplit: ADD_FAILURE() << "model files hold no fused ops"; break;
       case OpKind::MaxPool:
       case OpKind::AvgPool: y = ref_pool(x, op.pool, ys.h, ys.w); break;
       case OpKind::GlobalAvgPool:
@@ -326,8 +331,9 @@ TEST(Network, PooledClassifierMatchesTheDoubleReferenceInEveryLayout) {
   expect_network_matches(pooled_classifier_model(12), "pooled.gk");
 }
 
-// The concat + shuffle pairs run fused (no concat, shuffle or whole split left), and the
-// logits match the reference computed op by op from the file.
+// The concat + shuffle pairs run fused (no concat, shuffle or whole split left; the one
+// whose shuffled tensor only a split reads writes that split's parts), and the logits
+// match the reference computed op by op from the file.
 TEST(Network, ShuffleUnitsRunFusedAndMatchTheDoubleReference) {
   const std::string bytes = shuffle_units_model(13);
   expect_network_matches(bytes, "shuffle_units.gk");
@@ -341,6 +347,7 @@ TEST(Network, ShuffleUnitsRunFusedAndMatchTheDoubleReference) {
   gknet::RunProfile profile;
   ASSERT_TRUE(net.run(x.data(), logits.data(), &error, &profile)) << error;
   EXPECT_GT(profile.by_kind_s[int(gknet::OpKind::ConcatShuffle)], 0.0);
+  EXPECT_GT(profile.by_kind_s[int(gknet::OpKind::ConcatShuffleSplit)], 0.0);
   EXPECT_EQ(profile.by_kind_s[int(gknet::OpKind::Concat)], 0.0);
   EXPECT_EQ(profile.by_kind_s[int(gknet::OpKind::Shuffle)], 0.0);
 }
@@ -464,17 +471,19 @@ TEST(Network, GkInferTimeOpsListsEveryOperation) {
   const std::vector<std::string> ops = net.describe_ops();
   ASSERT_LT(ops.size(), model.ops.size());  // fused
   std::istringstream lines(log);
-  size_t next = 0, convs = 0, fused = 0;
+  size_t next = 0, convs = 0, fused = 0, fused_splits = 0;
   for (std::string line; std::getline(lines, line);) {
     if (line.compare(0, 3, "op ") != 0) continue;
     ASSERT_LT(next, ops.size()) << log;
     EXPECT_EQ(line.find("op " + std::to_string(next) + " " + ops[next] + " ms="), 0u) << line;
     convs += ops[next].compare(0, 5, "conv ") == 0;
     fused += ops[next].compare(0, 15, "concat_shuffle ") == 0;
+    fused_splits += ops[next].compare(0, 21, "concat_shuffle_split ") == 0;
     ++next;
   }
   EXPECT_EQ(next, ops.size()) << log;
   EXPECT_EQ(fused, 2u) << log;
+  EXPECT_EQ(fused_splits, 1u) << log;
   EXPECT_GT(convs, 0u);
   for (const std::string& op : ops)
     if (op.compare(0, 5, "conv ") == 0) {

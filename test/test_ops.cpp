@@ -691,9 +691,24 @@ TEST(Ops, ChannelShuffleEveryGroupingEveryKernel) {
   });
 }
 
+// The splits gk_concat_shuffle_split_channels is tried with on c channels: halves (a
+// ShuffleNetV2 unit), one channel then the rest, three parts with the middle one not
+// wanted (0 in `wanted`), and one part of all.
+struct SplitSpec {
+  std::vector<int64_t> channels;
+  std::vector<bool> wanted;
+};
+std::vector<SplitSpec> split_specs(int64_t c) {
+  std::vector<SplitSpec> specs = {{{c}, {true}}};
+  if (c >= 2) specs.push_back({{c / 2, c - c / 2}, {true, true}}), specs.push_back({{1, c - 1}, {true, true}});
+  if (c >= 3) specs.push_back({{c / 3, 1, c - c / 3 - 1}, {true, false, true}});
+  return specs;
+}
+
 // gk_concat_shuffle_channels: parts g of per_group + extra[g] channels (the channels past
 // per_group not read), in every layout, against the shuffle of the concat of the parts'
-// first per_group channels.
+// first per_group channels; gk_concat_shuffle_split_channels against that shuffle's
+// channel ranges (split_specs).
 void check_concat_shuffle(int64_t n, int64_t per_group, int64_t h, int64_t w, const std::vector<int64_t>& extra) {
   const int64_t groups = int64_t(extra.size()), c = per_group * groups, hw = h * w;
   std::vector<std::vector<float>> parts;
@@ -720,6 +735,29 @@ void check_concat_shuffle(int64_t n, int64_t per_group, int64_t h, int64_t w, co
     std::vector<float> y(floats(out), kNaN);
     ASSERT_EQ(gk_concat_shuffle_channels(groups, descs.data(), xs.data(), &out, y.data()), GK_OK) << gk_last_error();
     EXPECT_TRUE(matches(to_nchw(y, out), want, [](size_t) { return 0.0; }));
+    for (const SplitSpec& spec : split_specs(c)) {
+      std::vector<std::vector<float>> ys;
+      std::vector<float*> y_ptrs;
+      for (size_t i = 0; i < spec.channels.size(); ++i) {
+        ys.push_back(std::vector<float>(floats(desc(n, spec.channels[i], h, w, l)), kNaN));
+        y_ptrs.push_back(spec.wanted[i] ? ys.back().data() : nullptr);
+      }
+      ASSERT_EQ(gk_concat_shuffle_split_channels(groups, descs.data(), xs.data(), &out, int(spec.channels.size()),
+                                                 spec.channels.data(), y_ptrs.data()),
+                GK_OK)
+          << gk_last_error();
+      int64_t c0 = 0;
+      for (size_t i = 0; i < spec.channels.size(); ++i) {
+        const int64_t ci = spec.channels[i];
+        SCOPED_TRACE("split part " + std::to_string(i) + ": channels " + std::to_string(c0) + ".." +
+                     std::to_string(c0 + ci));
+        std::vector<double> part_want;
+        for (int64_t b = 0; b < n; ++b)
+          part_want.insert(part_want.end(), want.begin() + (b * c + c0) * hw, want.begin() + (b * c + c0 + ci) * hw);
+        if (spec.wanted[i]) EXPECT_TRUE(matches(to_nchw(ys[i], desc(n, ci, h, w, l)), part_want, [](size_t) { return 0.0; }));
+        c0 += ci;
+      }
+    }
   }
 }
 
@@ -1149,6 +1187,47 @@ TEST(Ops, ConcatShuffleRejectsInvalidArguments) {
   expect_refused("y overlaps a part", 1, [&](float*) {
     return gk_concat_shuffle_channels(2, parts, xs_overlap, &out, shared.data());
   });
+}
+
+// gk_concat_shuffle_split_channels: the parts checked as gk_concat_shuffle_channels checks
+// them, the split as gk_split_channels checks it, its outputs against every part; on each
+// refusal a message and both outputs untouched.
+TEST(Ops, ConcatShuffleSplitRejectsInvalidArguments) {
+  const gk_tensor_desc p0 = desc(1, 10, 2, 2, GK_LAYOUT_NCHW8), p1 = desc(1, 5, 2, 2, GK_LAYOUT_NCHW8);
+  const gk_tensor_desc out = desc(1, 10, 2, 2, GK_LAYOUT_NCHW8);
+  const std::vector<float> x0(floats(p0), 1.0f), x1(floats(p1), 2.0f);
+  const gk_tensor_desc parts[] = {p0, p1};
+  const float* xs[] = {x0.data(), x1.data()};
+  const int64_t halves[] = {5, 5};
+  std::vector<float> y0(floats(desc(1, 5, 2, 2, GK_LAYOUT_NCHW8)), gktest::kSentinel), y1(y0);
+  float* ys[] = {y0.data(), y1.data()};
+  auto refused = [&](const char* what, int64_t groups, const gk_tensor_desc* pp, const float* const* xp,
+                     const gk_tensor_desc* o, int count, const int64_t* ch, float* const* yp, const char* part) {
+    SCOPED_TRACE(what);
+    EXPECT_EQ(gk_concat_shuffle_split_channels(groups, pp, xp, o, count, ch, yp), GK_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(gk_last_error()).find(part), std::string::npos) << gk_last_error();
+    for (float v : y0) EXPECT_EQ(v, gktest::kSentinel);
+    for (float v : y1) EXPECT_EQ(v, gktest::kSentinel);
+  };
+  refused("groups 3 of 10", 3, parts, xs, &out, 2, halves, ys, "groups");
+  refused("NULL parts", 2, nullptr, xs, &out, 2, halves, ys, "parts");
+  refused("NULL out", 2, parts, xs, nullptr, 2, halves, ys, "out");
+  const float* xs_null[] = {x0.data(), nullptr};
+  refused("NULL xs[1]", 2, parts, xs_null, &out, 2, halves, ys, "xs[1]");
+  const gk_tensor_desc few[] = {p0, desc(1, 4, 2, 2, GK_LAYOUT_NCHW8)};
+  refused("part with fewer than c / groups channels", 2, few, xs, &out, 2, halves, ys, "parts[1]");
+  refused("count 0", 2, parts, xs, &out, 0, halves, ys, "count");
+  refused("NULL channels", 2, parts, xs, &out, 2, nullptr, ys, "channels");
+  refused("NULL ys", 2, parts, xs, &out, 2, halves, nullptr, "ys");
+  const int64_t short_sum[] = {5, 4}, zero[] = {0, 10};
+  refused("channels sum to 9", 2, parts, xs, &out, 2, short_sum, ys, "sum");
+  refused("channels[0] 0", 2, parts, xs, &out, 2, zero, ys, "channels[0]");
+  float* ys_same[] = {y1.data(), y1.data()};
+  refused("ys[0] overlaps ys[1]", 2, parts, xs, &out, 2, halves, ys_same, "ys[1]");
+  std::vector<float> shared(floats(p1) + y0.size(), 1.0f);
+  const float* xs_overlap[] = {x0.data(), shared.data()};
+  float* ys_in_part[] = {y0.data(), shared.data() + floats(p1) - 1};
+  refused("ys[1] overlaps xs[1]", 2, parts, xs_overlap, &out, 2, halves, ys_in_part, "xs[1]");
 }
 
 TEST(Ops, FullyConnectedAndFoldRejectInvalidArguments) {

@@ -540,16 +540,17 @@ bool check_concat(const char* fn, int count, const gk_tensor_desc* parts, const 
   return true;
 }
 
-bool check_split(const char* fn, const gk_tensor_desc* in, const float* x, int count, const int64_t* channels,
-                 float* const* ys) {
-  if (!check_tensor(fn, "in", in) || !check_pointer(fn, "x", x) || !check_pointer(fn, "channels", channels) ||
-      !check_pointer(fn, "ys", ys))
-    return false;
+// A split's counts and outputs: `channels` each >= 1 and together in->c; ys[i] (null: a
+// part not wanted) overlapping neither another output nor an input
+// (inputs_disjoint(name, ys[i], floats) says, and sets the error if not).
+template <typename InputsDisjoint>
+bool check_split_parts(const char* fn, const gk_tensor_desc* in, int count, const int64_t* channels,
+                       float* const* ys, const InputsDisjoint& inputs_disjoint) {
+  if (!check_pointer(fn, "channels", channels) || !check_pointer(fn, "ys", ys)) return false;
   if (count < 1) {
     set_last_error("%s: count %d must be >= 1", fn, count);
     return false;
   }
-  const int64_t x_floats = blocked(*in).floats();
   int64_t sum = 0;
   for (int i = 0; i < count; ++i) {
     if (channels[i] < 1 || channels[i] > in->c - sum) {
@@ -561,7 +562,7 @@ bool check_split(const char* fn, const gk_tensor_desc* in, const float* x, int c
     if (!ys[i]) continue;  // a part not wanted
     const gk_tensor_desc part = {in->n, channels[i], in->h, in->w, in->layout};
     const int64_t floats = blocked(part).floats();
-    if (!check_disjoint(fn, Name("ys", i).s, ys[i], floats, "x", x, x_floats)) return false;
+    if (!inputs_disjoint(Name("ys", i).s, ys[i], floats)) return false;
     for (int j = 0; j < i; ++j) {  // outputs must not share memory either
       if (!ys[j]) continue;
       const gk_tensor_desc other = {in->n, channels[j], in->h, in->w, in->layout};
@@ -576,6 +577,15 @@ bool check_split(const char* fn, const gk_tensor_desc* in, const float* x, int c
     return false;
   }
   return true;
+}
+
+bool check_split(const char* fn, const gk_tensor_desc* in, const float* x, int count, const int64_t* channels,
+                 float* const* ys) {
+  if (!check_tensor(fn, "in", in) || !check_pointer(fn, "x", x)) return false;
+  const int64_t x_floats = blocked(*in).floats();
+  return check_split_parts(fn, in, count, channels, ys, [&](const char* name, const float* y, int64_t floats) {
+    return check_disjoint(fn, name, y, floats, "x", x, x_floats);
+  });
 }
 
 // ---------------------------------------------------------------- shuffle
@@ -600,37 +610,42 @@ struct ShuffleSource {
   }
 };
 
+// The shuffles below write channels [c_first, c_first + out.c) of the shuffled tensor
+// into `out` (a split's part of it; all of it when c_first is 0 and out.c every channel).
+
 // Inside a parallel region: a shuffle in NCHW, whole planes.
-void shuffle_planes(const Blocked& out, int64_t groups, const ShuffleSource& src, float* y) {
+void shuffle_planes(const Blocked& out, int64_t groups, const ShuffleSource& src, int64_t c_first, float* y) {
   const int64_t planes = out.n * out.c, plane = out.h * out.w;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
   for (int64_t k = 0; k < planes; ++k) {
-    const int64_t img = k / out.c, g = k % out.c % groups, q = k % out.c / groups;
+    const int64_t img = k / out.c, shuffled = c_first + k % out.c, g = shuffled % groups, q = shuffled / groups;
     const ShuffleSource::Group from = src.group(g);
     conv::copy_run(y + k * plane, from.x + (img * from.t.c + from.c0 + q) * plane, plane);
   }
 }
 
 // Inside a parallel region: a shuffle in NHWC, each pixel's groups x per_group transposed.
-void shuffle_pixels(const Blocked& out, int64_t groups, const ShuffleSource& src, float* y) {
-  const int64_t pixels = out.n * out.h * out.w, per_group = src.per_group;
-#pragma omp for schedule(static)
-  for (int64_t p = 0; p < pixels; ++p)
-    for (int64_t g = 0; g < groups; ++g) {
+void shuffle_pixels(const Blocked& out, int64_t groups, const ShuffleSource& src, int64_t c_first, float* y) {
+  const int64_t pixels = out.n * out.h * out.w;
+#pragma omp for schedule(static) nowait
+  for (int64_t p = 0; p < pixels; ++p) {
+    int64_t g = c_first % groups, q = c_first / groups;
+    for (int64_t c = 0; c < out.c; ++c) {
       const ShuffleSource::Group from = src.group(g);
-      const float* x = from.x + p * from.t.c + from.c0;
-      for (int64_t q = 0; q < per_group; ++q) y[p * out.c + q * groups + g] = x[q];
+      y[p * out.c + c] = from.x[p * from.t.c + from.c0 + q];
+      if (++g == groups) g = 0, ++q;
     }
+  }
 }
 
 // Inside a parallel region: a shuffle in NCHWx, by lane maps. Output block b + groups
 // reads the channels block b reads plus x: its sources one block further on (every group's
 // tensor has blocks of out's size).
-void shuffle_lane_mapped(const Blocked& out, int64_t groups, const ShuffleSource& src, float* y) {
+void shuffle_lane_mapped(const Blocked& out, int64_t groups, const ShuffleSource& src, int64_t c_first, float* y) {
   const auto lanes = [&](int64_t img, int64_t b, LaneSource* lane) {
-    // Output channel k = g + q * groups reads channel q of group g: g and q stepped along
-    // the lanes rather than divided out per lane.
-    int64_t k = b * out.lanes, g = k % groups, q = k / groups;
+    // Output channel k reads channel q of group g, for the shuffled channel c_first + k =
+    // g + q * groups: g and q stepped along the lanes rather than divided out per lane.
+    int64_t k = b * out.lanes, g = (c_first + k) % groups, q = (c_first + k) / groups;
     for (int64_t l = 0; l < out.lanes; ++l, ++k) {
       if (k < out.c) {
         const ShuffleSource::Group from = src.group(g);
@@ -644,23 +659,25 @@ void shuffle_lane_mapped(const Blocked& out, int64_t groups, const ShuffleSource
   gather_blocks(out, y, block_sources(0, out.blocks, groups, out.c / out.lanes, out.block_floats(), lanes));
 }
 
-// Inside a parallel region: the shuffle of `src` into out (at y), in out's layout.
-void shuffle(const Blocked& out, int64_t groups, const ShuffleSource& src, float* y, gk_layout layout) {
-  if (lane_mapped(layout)) return shuffle_lane_mapped(out, groups, src, y);
-  if (layout == GK_LAYOUT_NCHW) return shuffle_planes(out, groups, src, y);  // (NHWC of 1 channel has 1 lane too)
-  shuffle_pixels(out, groups, src, y);
+// Inside a parallel region: the shuffle of `src` into out (at y), in out's layout; no
+// barrier after it (a split's parts write disjoint tensors).
+void shuffle(const Blocked& out, int64_t groups, const ShuffleSource& src, int64_t c_first, float* y,
+             gk_layout layout) {
+  if (lane_mapped(layout)) return shuffle_lane_mapped(out, groups, src, c_first, y);
+  if (layout == GK_LAYOUT_NCHW) return shuffle_planes(out, groups, src, c_first, y);  // (NHWC of 1 channel has 1 lane too)
+  shuffle_pixels(out, groups, src, c_first, y);
 }
 
-bool check_concat_shuffle(const char* fn, int64_t groups, const gk_tensor_desc* parts, const float* const* xs,
-                          const gk_tensor_desc* out, const float* y) {
-  if (!check_tensor(fn, "out", out) || !check_pointer(fn, "parts", parts) || !check_pointer(fn, "xs", xs) ||
-      !check_pointer(fn, "y", y))
+// A fused concat + shuffle's parts against its output's shape `out`.
+bool check_shuffle_parts(const char* fn, int64_t groups, const gk_tensor_desc* parts, const float* const* xs,
+                         const gk_tensor_desc* out) {
+  if (!check_tensor(fn, "out", out) || !check_pointer(fn, "parts", parts) || !check_pointer(fn, "xs", xs))
     return false;
   if (groups < 1 || groups > out->c || out->c % groups != 0) {
     set_last_error("%s: groups %" PRId64 " must be >= 1 and divide out->c = %" PRId64, fn, groups, out->c);
     return false;
   }
-  const int64_t y_floats = blocked(*out).floats(), per_group = out->c / groups;
+  const int64_t per_group = out->c / groups;
   for (int64_t g = 0; g < groups; ++g) {
     const gk_tensor_desc& p = parts[g];
     const Name name("parts", int(g));
@@ -673,9 +690,22 @@ bool check_concat_shuffle(const char* fn, int64_t groups, const gk_tensor_desc* 
                      per_group);
       return false;
     }
-    if (!check_disjoint(fn, "y", y, y_floats, Name("xs", int(g)).s, xs[g], blocked(p).floats())) return false;
   }
   return true;
+}
+
+// Whether an output y of `floats` floats overlaps none of the parts.
+bool parts_disjoint(const char* fn, const char* name, const float* y, int64_t floats, int64_t groups,
+                    const gk_tensor_desc* parts, const float* const* xs) {
+  for (int64_t g = 0; g < groups; ++g)
+    if (!check_disjoint(fn, name, y, floats, Name("xs", int(g)).s, xs[g], blocked(parts[g]).floats())) return false;
+  return true;
+}
+
+bool check_concat_shuffle(const char* fn, int64_t groups, const gk_tensor_desc* parts, const float* const* xs,
+                          const gk_tensor_desc* out, const float* y) {
+  return check_shuffle_parts(fn, groups, parts, xs, out) && check_pointer(fn, "y", y) &&
+         parts_disjoint(fn, "y", y, blocked(*out).floats(), groups, parts, xs);
 }
 
 }  // namespace
@@ -733,7 +763,7 @@ GK_OPS_EXPORT gk_status gk_channel_shuffle(const gk_tensor_desc* t, int64_t grou
     if (!gk::ops::check_disjoint(fn, "y", y, bt.floats(), "x", x, bt.floats())) return GK_ERR_INVALID_ARGUMENT;
     const gk::ops::ShuffleSource src{t->c / groups, nullptr, nullptr, &bt, x};
     gk::parallel_region(gk::ops::threads_for_bytes(8.0 * double(bt.floats())),
-                        [&] { gk::ops::shuffle(bt, groups, src, y, t->layout); });
+                        [&] { gk::ops::shuffle(bt, groups, src, 0, y, t->layout); });
     return GK_OK;
   });
 }
@@ -746,7 +776,30 @@ GK_OPS_EXPORT gk_status gk_concat_shuffle_channels(int64_t groups, const gk_tens
     const Blocked bo = gk::ops::blocked(*out);
     const gk::ops::ShuffleSource src{out->c / groups, parts, xs, nullptr, nullptr};
     gk::parallel_region(gk::ops::threads_for_bytes(8.0 * double(bo.floats())),
-                        [&] { gk::ops::shuffle(bo, groups, src, y, out->layout); });
+                        [&] { gk::ops::shuffle(bo, groups, src, 0, y, out->layout); });
+    return GK_OK;
+  });
+}
+
+GK_OPS_EXPORT gk_status gk_concat_shuffle_split_channels(int64_t groups, const gk_tensor_desc* parts,
+                                                         const float* const* xs, const gk_tensor_desc* out, int count,
+                                                         const int64_t* channels, float* const* ys) {
+  const char* fn = "gk_concat_shuffle_split_channels";
+  return gk::ops::guarded(fn, [&] {
+    if (!gk::ops::check_shuffle_parts(fn, groups, parts, xs, out) ||
+        !gk::ops::check_split_parts(fn, out, count, channels, ys, [&](const char* name, const float* y, int64_t floats) {
+          return gk::ops::parts_disjoint(fn, name, y, floats, groups, parts, xs);
+        }))
+      return GK_ERR_INVALID_ARGUMENT;
+    const gk::ops::ShuffleSource src{out->c / groups, parts, xs, nullptr, nullptr};
+    gk::parallel_region(gk::ops::threads_for_bytes(8.0 * double(gk::ops::blocked(*out).floats())), [&] {
+      int64_t c_first = 0;
+      for (int i = 0; i < count; ++i) {
+        const Blocked part = gk::ops::blocked({out->n, channels[i], out->h, out->w, out->layout});
+        if (ys[i]) gk::ops::shuffle(part, groups, src, c_first, ys[i], out->layout);
+        c_first += channels[i];
+      }
+    });
     return GK_OK;
   });
 }
