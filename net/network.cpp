@@ -39,7 +39,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 struct Network::Impl {
   const Model* model = nullptr;
   // The operations run, in order: the model's, with each concat + shuffle pair (and the
-  // split feeding it a pass-through half) replaced by a fused op held in `fused`.
+  // split feeding it a pass-through half, or the split that alone reads its result)
+  // replaced by a fused op held in `fused`.
   std::vector<const Op*> ops;
   std::vector<std::unique_ptr<Op>> fused;
   std::vector<std::vector<bool>> skipped;  // per op: outputs not written (a split's fused half)

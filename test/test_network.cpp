@@ -99,10 +99,12 @@ std::string pooled_classifier_model(uint32_t seed) {
   return w.text();
 }
 
-// ShuffleNetV2's two units: a stride-1 one (split, the second half through a 1x1 and a
-// depthwise conv, concat with the first half, shuffle: the runner fuses the concat and
-// shuffle and reads the first half from the split's input) and a stride-2 one (two conv
-// branches, concat, shuffle: fused), with halves of 7 channels (inside an 8-channel block).
+// ShuffleNetV2's units: a stride-1 one after a conv (split, the second half through a 1x1
+// and a depthwise conv, concat with the first half, shuffle: the runner fuses the concat
+// and shuffle and reads the first half from the split's input), a second stride-1 one
+// (its split fused into the first unit's end, which writes both halves) and a stride-2
+// one (two conv branches, concat, shuffle: fused), with halves of 7 channels (inside an
+// 8-channel block).
 std::string shuffle_units_model(uint32_t seed) {
   ModelWriter w(seed);
   w.line("gknet 1");

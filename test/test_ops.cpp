@@ -751,10 +751,12 @@ void check_concat_shuffle(int64_t n, int64_t per_group, int64_t h, int64_t w, co
         const int64_t ci = spec.channels[i];
         SCOPED_TRACE("split part " + std::to_string(i) + ": channels " + std::to_string(c0) + ".." +
                      std::to_string(c0 + ci));
-        std::vector<double> part_want;
-        for (int64_t b = 0; b < n; ++b)
-          part_want.insert(part_want.end(), want.begin() + (b * c + c0) * hw, want.begin() + (b * c + c0 + ci) * hw);
-        if (spec.wanted[i]) EXPECT_TRUE(matches(to_nchw(ys[i], desc(n, ci, h, w, l)), part_want, [](size_t) { return 0.0; }));
+        if (spec.wanted[i]) {
+          std::vector<double> part_want;
+          for (int64_t b = 0; b < n; ++b)
+            part_want.insert(part_want.end(), want.begin() + (b * c + c0) * hw, want.begin() + (b * c + c0 + ci) * hw);
+          EXPECT_TRUE(matches(to_nchw(ys[i], desc(n, ci, h, w, l)), part_want, [](size_t) { return 0.0; }));
+        }
         c0 += ci;
       }
     }
@@ -1228,6 +1230,12 @@ TEST(Ops, ConcatShuffleSplitRejectsInvalidArguments) {
   const float* xs_overlap[] = {x0.data(), shared.data()};
   float* ys_in_part[] = {y0.data(), shared.data() + floats(p1) - 1};
   refused("ys[1] overlaps xs[1]", 2, parts, xs_overlap, &out, 2, halves, ys_in_part, "xs[1]");
+  std::vector<float> shared0(floats(p0) + y0.size(), 1.0f);
+  const float* xs_overlap0[] = {shared0.data(), x1.data()};
+  float* ys_in_part0[] = {shared0.data() + floats(p0) - 1, y1.data()};
+  refused("ys[0] overlaps xs[0]", 2, parts, xs_overlap0, &out, 2, halves, ys_in_part0, "xs[0]");
+  const gk_tensor_desc wrong_layout[] = {desc(1, 10, 2, 2, GK_LAYOUT_NHWC), p1};
+  refused("part layout differs", 2, wrong_layout, xs, &out, 2, halves, ys, "parts[0]");
 }
 
 TEST(Ops, FullyConnectedAndFoldRejectInvalidArguments) {

@@ -565,7 +565,7 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
   // floats; in dot form vector r at xp + r * cols).
   const bool dot_form = mat.cs == 1 && mat.rs != 1;
   const bool axpy_form = mat.rs == 1;
-  const bool row_at_a_time = vectors == 1 && rows * mat.rs * static_cast<int64_t>(sizeof(float)) >
+  const bool row_at_a_time = vectors == 1 && rows * cols * static_cast<int64_t>(sizeof(float)) >
                                                  cfg.paths.gemv_row_at_a_time_min_bytes &&
                              cols * static_cast<int64_t>(sizeof(float)) <= cfg.paths.gemv_row_at_a_time_max_row_bytes;
   const float* xp = x.p;

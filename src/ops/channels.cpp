@@ -544,8 +544,8 @@ bool check_concat(const char* fn, int count, const gk_tensor_desc* parts, const 
 // part not wanted) overlapping neither another output nor an input
 // (inputs_disjoint(name, ys[i], floats) says, and sets the error if not).
 template <typename InputsDisjoint>
-bool check_split_parts(const char* fn, const gk_tensor_desc* in, int count, const int64_t* channels,
-                       float* const* ys, const InputsDisjoint& inputs_disjoint) {
+bool check_split_parts(const char* fn, const char* in_name, const gk_tensor_desc* in, int count,
+                       const int64_t* channels, float* const* ys, const InputsDisjoint& inputs_disjoint) {
   if (!check_pointer(fn, "channels", channels) || !check_pointer(fn, "ys", ys)) return false;
   if (count < 1) {
     set_last_error("%s: count %d must be >= 1", fn, count);
@@ -554,8 +554,8 @@ bool check_split_parts(const char* fn, const gk_tensor_desc* in, int count, cons
   int64_t sum = 0;
   for (int i = 0; i < count; ++i) {
     if (channels[i] < 1 || channels[i] > in->c - sum) {
-      set_last_error("%s: channels[%d] = %" PRId64 " (each >= 1, together in->c = %" PRId64 ")", fn, i, channels[i],
-                     in->c);
+      set_last_error("%s: channels[%d] = %" PRId64 " (each >= 1, together %s->c = %" PRId64 ")", fn, i, channels[i],
+                     in_name, in->c);
       return false;
     }
     sum += channels[i];
@@ -573,7 +573,7 @@ bool check_split_parts(const char* fn, const gk_tensor_desc* in, int count, cons
     }
   }
   if (sum != in->c) {
-    set_last_error("%s: channels sum to %" PRId64 ", in->c is %" PRId64, fn, sum, in->c);
+    set_last_error("%s: channels sum to %" PRId64 ", %s->c is %" PRId64, fn, sum, in_name, in->c);
     return false;
   }
   return true;
@@ -583,7 +583,7 @@ bool check_split(const char* fn, const gk_tensor_desc* in, const float* x, int c
                  float* const* ys) {
   if (!check_tensor(fn, "in", in) || !check_pointer(fn, "x", x)) return false;
   const int64_t x_floats = blocked(*in).floats();
-  return check_split_parts(fn, in, count, channels, ys, [&](const char* name, const float* y, int64_t floats) {
+  return check_split_parts(fn, "in", in, count, channels, ys, [&](const char* name, const float* y, int64_t floats) {
     return check_disjoint(fn, name, y, floats, "x", x, x_floats);
   });
 }
@@ -628,14 +628,15 @@ void shuffle_planes(const Blocked& out, int64_t groups, const ShuffleSource& src
 void shuffle_pixels(const Blocked& out, int64_t groups, const ShuffleSource& src, int64_t c_first, float* y) {
   const int64_t pixels = out.n * out.h * out.w;
 #pragma omp for schedule(static) nowait
-  for (int64_t p = 0; p < pixels; ++p) {
-    int64_t g = c_first % groups, q = c_first / groups;
-    for (int64_t c = 0; c < out.c; ++c) {
+  for (int64_t p = 0; p < pixels; ++p)
+    for (int64_t g = 0; g < groups; ++g) {
+      // Group g's channels are every groups-th of out's, from the first shuffled to it.
+      const int64_t c0 = (g - c_first % groups + groups) % groups;
+      if (c0 >= out.c) continue;
       const ShuffleSource::Group from = src.group(g);
-      y[p * out.c + c] = from.x[p * from.t.c + from.c0 + q];
-      if (++g == groups) g = 0, ++q;
+      const float* x = from.x + p * from.t.c + from.c0 + (c_first + c0) / groups;
+      for (int64_t c = c0, q = 0; c < out.c; c += groups, ++q) y[p * out.c + c] = x[q];
     }
-  }
 }
 
 // Inside a parallel region: a shuffle in NCHWx, by lane maps. Output block b + groups
@@ -787,9 +788,10 @@ GK_OPS_EXPORT gk_status gk_concat_shuffle_split_channels(int64_t groups, const g
   const char* fn = "gk_concat_shuffle_split_channels";
   return gk::ops::guarded(fn, [&] {
     if (!gk::ops::check_shuffle_parts(fn, groups, parts, xs, out) ||
-        !gk::ops::check_split_parts(fn, out, count, channels, ys, [&](const char* name, const float* y, int64_t floats) {
-          return gk::ops::parts_disjoint(fn, name, y, floats, groups, parts, xs);
-        }))
+        !gk::ops::check_split_parts(fn, "out", out, count, channels, ys,
+                                    [&](const char* name, const float* y, int64_t floats) {
+                                      return gk::ops::parts_disjoint(fn, name, y, floats, groups, parts, xs);
+                                    }))
       return GK_ERR_INVALID_ARGUMENT;
     const gk::ops::ShuffleSource src{out->c / groups, parts, xs, nullptr, nullptr};
     gk::parallel_region(gk::ops::threads_for_bytes(8.0 * double(gk::ops::blocked(*out).floats())), [&] {
