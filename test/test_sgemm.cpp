@@ -35,19 +35,27 @@ std::string describe(const Case& c) {
 // The path choose_gemm_path's one-thread GEMV rules (dot products within L1, few vectors)
 // name for a row-stored problem whose matrix is within L2, or Tiny where neither applies.
 // A column-major case's row-stored problem is C^T = op(B)^T op(A)^T: (n, m, k, tb, ta).
-gk::GemmPath few_vectors_path(const gk::PathLimits& l, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+// `unpadded`: leading dimensions without padding, so that with K 1 a matrix stored by rows
+// has its columns contiguous too (and runs the axpy form).
+gk::GemmPath few_vectors_path(const gk::PathLimits& l, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+                              bool unpadded = false) {
   const int64_t vectors = std::min(m, n), rows = std::max(m, n);
   const bool few_rows = m < n;  // B^T is the matrix
   const gk::GemmPath gemv = few_rows ? gk::GemmPath::GemvRows : gk::GemmPath::GemvColumns;
   if (vectors < 2 || vectors > l.dot_max_vectors) return gk::GemmPath::Tiny;
   if (!ta && tb && k >= l.dot_min_k && rows * k * 4 <= l.dot_max_matrix_bytes) return gemv;
   if (!l.tiny_blocks || rows < (few_rows ? l.few_rows_min_columns : l.few_vectors_min_rows)) return gk::GemmPath::Tiny;
-  const bool dot_form = few_rows ? tb : !ta;
-  const bool serves = dot_form ? k >= l.few_vectors_dot_min_k : !few_rows || vectors <= l.few_rows_axpy_max_vectors;
+  const bool rows_contiguous = few_rows ? tb : !ta;  // the matrix's, along K
+  const bool dot_form = rows_contiguous && !(k == 1 && unpadded);
+  const int64_t dot_min_k = few_rows && vectors >= 3 ? l.few_rows_dot_min_k : l.few_vectors_dot_min_k;
+  const bool serves =
+      dot_form ? k >= dot_min_k : !few_rows || rows_contiguous || vectors <= l.few_rows_axpy_max_vectors;
   return serves ? gemv : gk::GemmPath::Tiny;
 }
 gk::GemmPath few_vectors_path(const gk::PathLimits& l, const Case& c) {
-  return c.row_major ? few_vectors_path(l, c.m, c.n, c.k, c.ta, c.tb) : few_vectors_path(l, c.n, c.m, c.k, c.tb, c.ta);
+  const bool unpadded = c.extra_ld == 0;
+  return c.row_major ? few_vectors_path(l, c.m, c.n, c.k, c.ta, c.tb, unpadded)
+                     : few_vectors_path(l, c.n, c.m, c.k, c.tb, c.ta, unpadded);
 }
 
 // Runs one case through cblas_sgemm (or sgemm_ for column-major when `fortran`).
@@ -287,8 +295,8 @@ TEST(Sgemm, DotProductsEveryEdge) {
 // turns (beta 0 with C NaN), padded leading dimensions; the path asserted in every case
 // (few_vectors_path).
 TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
-  const std::vector<int64_t> ks = gktest::quick() ? std::vector<int64_t>{10, 16, 17, 63, 279}
-                                                  : std::vector<int64_t>{1, 10, 15, 16, 17, 31, 32, 47, 63, 64, 100, 279};
+  const std::vector<int64_t> ks = gktest::quick() ? std::vector<int64_t>{10, 16, 17, 20, 63, 279}
+                                                  : std::vector<int64_t>{1, 10, 15, 16, 17, 19, 20, 31, 32, 47, 63, 64, 100, 279};
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
     const gk::PathLimits& l = gk::derive_blocking(ker).paths;
     const bool tiny_blocks = l.tiny_blocks;

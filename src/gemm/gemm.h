@@ -155,7 +155,8 @@ struct PathLimits {
   int64_t dot_max_matrix_bytes = 0;   // and the other operand within L1
   int64_t few_vectors_min_rows = 0;   // few columns of C: C at least this long
   int64_t few_rows_min_columns = 0;   // few rows of C: C at least this wide
-  int64_t few_vectors_dot_min_k = 0;  // few vectors in dot form: K at least this
+  int64_t few_vectors_dot_min_k = 0;  // few vectors in dot form: K at least this,
+  int64_t few_rows_dot_min_k = 0;     // and with 3-4 rows of C at least this
   int64_t few_rows_axpy_max_vectors = 0;  // few rows of C with B's rows contiguous: at most this many
   int64_t tiny_block_rows = 0;        // one tiny row block with B's rows contiguous: any size
   bool in_place_a_kernels = false;    // pointwise kernels that can read A in place

@@ -96,6 +96,11 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // 300x2x300 42 -> 53-57, 1000x4x300 48 -> 86 (with 4-row passes for 3-4 vectors on
   // AVX-512's 32 registers).
   l.few_vectors_dot_min_k = 16;
+  // 3-4 rows of C (B^T the matrix, each of its rows read for all of them) gain less: one
+  // thread, AVX-512, GFLOP/s, dot form / tiny path, two runs each: 4x300x16 15 / 27,
+  // 3x2000x16 21 / 27, 3x200x17 13-18 / 17-25, 4x500x17 19-20 / 22-26, 3x500x18 15-19 /
+  // 14-19, 3x300x20 21-23 / 16-18, 4x1000x30 32-36 / 22, 4x200x31 30-38 / 21-24.
+  l.few_rows_dot_min_k = 20;
   l.few_rows_axpy_max_vectors = 3;
   // Up to one row block of the tiny path (8 rows on 16-float vectors, 4 on 8-float ones)
   // with B's rows contiguous, B is read once, in place, at any size: 7x742x181 ran at 33
@@ -145,10 +150,10 @@ bool dots_serve(const PathLimits& l, const GemmProblem& p, const MatrixView& a, 
 // transposed) in axpy form (columns contiguous) at any K, in dot form (rows contiguous)
 // from a whole vector of K.
 bool few_vectors_serve(const PathLimits& l, const MatrixView& mat, int64_t rows, int64_t min_rows, int64_t k,
-                       int64_t vectors) {
+                       int64_t vectors, int64_t dot_min_k) {
   if (vectors > l.dot_max_vectors || rows < min_rows) return false;
   if (mat.rs == 1) return true;
-  return mat.cs == 1 && k >= l.few_vectors_dot_min_k;
+  return mat.cs == 1 && k >= dot_min_k;
 }
 
 // A GEMV's threads: one while the matrix is within gemv_threads_min_matrix_bytes, and no
@@ -194,11 +199,11 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
   if (threads == 1 && dots_serve(l, p, a, b))
     return {m >= n ? GemmPath::GemvColumns : GemmPath::GemvRows, 1,
             "at most 4 rows or columns of C, A's rows and B's columns contiguous: dot products in place"};
-  if (threads == 1 && l.tiny_blocks && few_vectors_serve(l, a, m, l.few_vectors_min_rows, k, n))
+  if (threads == 1 && l.tiny_blocks && few_vectors_serve(l, a, m, l.few_vectors_min_rows, k, n, l.few_vectors_dot_min_k))
     return {GemmPath::GemvColumns, 1, "at most 4 columns of C: A read once for all of them"};
   const MatrixView bt = b.transposed();
   if (threads == 1 && l.tiny_blocks && (bt.cs == 1 || m <= l.few_rows_axpy_max_vectors) &&
-      few_vectors_serve(l, bt, n, l.few_rows_min_columns, k, m))
+      few_vectors_serve(l, bt, n, l.few_rows_min_columns, k, m, m >= 3 ? l.few_rows_dot_min_k : l.few_vectors_dot_min_k))
     return {GemmPath::GemvRows, 1, "at most 4 rows of C (3 unless B's columns are contiguous): B read once for all"};
   if (threads == 1 && l.tiny_blocks && m <= l.tiny_block_rows && b.cs == 1)
     return {GemmPath::Tiny, 1, "one row block of the tiny path, B's rows contiguous: B read once, in place"};
