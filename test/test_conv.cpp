@@ -596,6 +596,43 @@ TEST(Conv, Gemm1x1OnNhwcInPlace) {
   gk_set_num_threads(0);
 }
 
+// pointwise_nchw8 on NHWC rows in place (a 1x1 of stride 1, 8+ input channels): panels of
+// real channels only are stored straight into the rows (whole tiles, then 4- and 1-pixel
+// calls), a last panel past the output channels through the staged tile. Output channels
+// that make whole panels and ones that do not, pixel counts that leave every remainder of
+// the 12-pixel tile, weights past L2 (K blocks accumulating in the rows), batch 1..3, bias
+// or none, each activation, 1 and 2 threads (adding to the output: ConvResidual).
+TEST(Conv, PointwiseOnNhwcRowsInPlace) {
+  int i = 0, tested = 0;
+  gktest::for_each_kernel([&](const gk::KernelInfo&) {
+    if (!has_pointwise_kernels()) return;
+    for (int64_t ic : {8, 13, 64, 1100})
+      for (int64_t oc : {8, 16, 24, 32, 61, 96, 144, 520}) {
+        if (ic * oc > 64 * 520 && (ic < 1100 || oc != 520)) continue;  // one case of weights past L2
+        if (gktest::quick() && ic * oc > 64 * 520) continue;
+        for (int64_t pixels : {12 * 3, 12 * 3 + 5, 12 * 2 + 11}) {
+          gk_conv_desc d;
+          gk_conv_desc_init(&d);
+          d.batch = 1 + i % 3, d.in_channels = ic, d.out_channels = oc;
+          d.in_height = pixels % 2 ? 1 : 2, d.in_width = pixels % 2 ? pixels : pixels / 2;
+          d.kernel_h = d.kernel_w = 1, d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
+          SCOPED_TRACE(gktest::describe(d));
+          const gktest::ConvCase c = gktest::make_conv_case(d, i % 2 == 0, 2600 + uint32_t(i));
+          gk_set_num_threads(1 + i % 2);
+          EXPECT_EQ(gktest::check_conv(c, GK_CONV_ALGO_POINTWISE_NCHW8), "pointwise_nchw8");
+          ++i, ++tested;
+          if (HasFailure()) return;
+        }
+      }
+  });
+  gk_set_num_threads(0);
+#if defined(__x86_64__)
+  if (gk::cpu().x86_avx2_fma) {
+    EXPECT_GT(tested, 0);  // the AVX2 kernels have pointwise kernels
+  }
+#endif
+}
+
 // Every layout from and back to NCHW, each element checked at the offset the layout
 // defines, the padding channels zero; channel counts for the vectorized 8-channel path
 // (19 channels, 35 pixels), NHWC rows wider than 64 channels (70), and a conversion

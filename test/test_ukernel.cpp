@@ -145,7 +145,8 @@ TEST(MicroKernel, EpilogueBiasAndActivations) {
 // bias or none, each activation, accumulating into the output or not; the output's other
 // pixels and channel blocks (NaN sentinels) must stay untouched. A direct convolution's
 // taps of one run of channels and no whole block (an RGB stem: the unrolled entries for
-// 1-7 channels; an NCHW image: kernel columns, or channels a stride apart, over 7 too).
+// 1-7 channels; an NCHW image: kernel columns, or channels a stride apart, over 7 too);
+// the output NCHW8 or NHWC rows (y_pixel_stride past the tile's channels).
 // Partial pixel tiles are staged by the caller (Conv.Gemm1x1BlockedInPlace and Conv.Im2colBlockedInPlace).
 namespace {
 struct PointwiseCase {
@@ -154,6 +155,7 @@ struct PointwiseCase {
   int act;
   int taps;  // 1: no offsets (null); more: a direct convolution's taps, offsets of either sign
   int64_t run_stride = 0;  // > 0: the channels one run (full_blocks 0), this many floats apart
+  bool nhwc_out = false;   // the output NHWC rows (block stride 8, pixel stride past NR)
 };
 
 // Runs one case on `pw` and checks every output float; false (with a failure) on a mismatch.
@@ -171,47 +173,48 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
   const float* origin = x.data() + margin;
   const std::vector<float> w = gktest::random_vector(size_t(rows * nr), 4, -2, 2);
   const std::vector<float> bias = gktest::random_vector(size_t(nr), 5, -3, 3);
-  std::vector<float> y(size_t(nr / 8 * pixels * 8), gktest::kNaN);
-  for (int jb = 0; jb < nr / 8 && t.accumulate; ++jb)  // the tiles' partial sums
-    for (int64_t q = 1; q <= covered; ++q)
-      for (int l = 0; l < 8; ++l) y[size_t((jb * pixels + q) * 8 + l)] = float(jb * 8 + l - q) * 0.25f;
+  // Output channel j of pixel q at y_at(q, j); NHWC rows have 5 floats past each pixel's NR.
+  const int64_t y_block = t.nhwc_out ? 8 : pixels * 8, y_pixel = t.nhwc_out ? nr + 5 : 8;
+  auto y_at = [&](int64_t q, int j) { return size_t((j / 8) * y_block + q * y_pixel + j % 8); };
+  std::vector<float> y(size_t(t.nhwc_out ? pixels * y_pixel : nr / 8 * pixels * 8), gktest::kNaN);
+  for (int j = 0; j < nr && t.accumulate; ++j)  // the tiles' partial sums
+    for (int64_t q = 1; q <= covered; ++q) y[y_at(q, j)] = float(j - q) * 0.25f;
   const std::vector<float> y0 = y;
   gk_pointwise_args a;
-  a.x = origin + pixel_stride, a.w = w.data(), a.y = y.data() + 8;
+  a.x = origin + pixel_stride, a.w = w.data(), a.y = y.data() + y_at(1, 0);
   a.full_blocks = t.channels / 8, a.tail_channels = t.channels % 8;
   if (t.run_stride > 0) a.full_blocks = 0, a.tail_channels = t.channels, a.x_channel_stride = t.run_stride;
-  a.x_block_stride = block_stride, a.x_row_stride = pixel_stride, a.y_block_stride = pixels * 8;
+  a.x_block_stride = block_stride, a.x_row_stride = pixel_stride, a.y_block_stride = y_block, a.y_pixel_stride = y_pixel;
   a.bias = t.with_bias ? bias.data() : nullptr, a.activation = t.act, a.accumulate = t.accumulate;
   a.tiles = t.tiles;
   if (t.taps > 1) a.taps = t.taps, a.tap_offsets = tap_bytes.data();
   pw.fn(&a);
-  for (int jb = 0; jb < nr / 8; ++jb) {
-    for (int64_t q = 0; q < pixels; ++q) {
-      for (int l = 0; l < 8; ++l) {
-        const size_t at = size_t((jb * pixels + q) * 8 + l);
-        if (q < 1 || q > covered) {
-          if (!std::isnan(y[at])) {
-            ADD_FAILURE() << kernel << " pointwise " << mr << "x" << nr << " wrote pixel " << q << " outside the tiles";
-            return false;
-          }
-          continue;
-        }
-        const int j = jb * 8 + l;
-        double v = (t.with_bias ? bias[size_t(j)] : 0.0) + (t.accumulate ? y0[at] : 0.0);
-        for (int tap = 0; tap < t.taps; ++tap)
-          for (int64_t c = 0; c < t.channels; ++c)
-            v += double(origin[tap_floats[tap] + q * pixel_stride +
-                               (t.run_stride > 0 ? c * t.run_stride : (c / 8) * block_stride + c % 8)]) *
-                 w[size_t((tap * t.channels + c) * nr + j)];
-        if (t.act >= 1) v = std::max(v, 0.0);
-        if (t.act == 2) v = std::min(v, 6.0);
-        if (!(std::fabs(y[at] - v) <= 1e-4 * (1 + rows))) {
-          ADD_FAILURE() << kernel << " pointwise " << mr << "x" << nr << " C=" << t.channels << " taps " << t.taps
-                        << " tiles " << t.tiles << " run stride " << t.run_stride
-                        << " pixel_major " << t.pixel_major << " accumulate " << t.accumulate << " act " << t.act
-                        << ": pixel " << q << " oc " << j << " = " << y[at] << ", expected " << v;
-          return false;
-        }
+  std::vector<bool> in_tiles(y.size(), false);
+  for (int64_t q = 1; q <= covered; ++q)
+    for (int j = 0; j < nr; ++j) in_tiles[y_at(q, j)] = true;
+  for (size_t at = 0; at < y.size(); ++at)
+    if (!in_tiles[at] && !std::isnan(y[at])) {
+      ADD_FAILURE() << kernel << " pointwise " << mr << "x" << nr << (t.nhwc_out ? " NHWC" : "") << " wrote float "
+                    << at << " outside the tiles";
+      return false;
+    }
+  for (int64_t q = 1; q <= covered; ++q) {
+    for (int j = 0; j < nr; ++j) {
+      const size_t at = y_at(q, j);
+      double v = (t.with_bias ? bias[size_t(j)] : 0.0) + (t.accumulate ? y0[at] : 0.0);
+      for (int tap = 0; tap < t.taps; ++tap)
+        for (int64_t c = 0; c < t.channels; ++c)
+          v += double(origin[tap_floats[tap] + q * pixel_stride +
+                             (t.run_stride > 0 ? c * t.run_stride : (c / 8) * block_stride + c % 8)]) *
+               w[size_t((tap * t.channels + c) * nr + j)];
+      if (t.act >= 1) v = std::max(v, 0.0);
+      if (t.act == 2) v = std::min(v, 6.0);
+      if (!(std::fabs(y[at] - v) <= 1e-4 * (1 + rows))) {
+        ADD_FAILURE() << kernel << " pointwise " << mr << "x" << nr << " C=" << t.channels << " taps " << t.taps
+                      << " tiles " << t.tiles << " run stride " << t.run_stride << " NHWC out " << t.nhwc_out
+                      << " pixel_major " << t.pixel_major << " accumulate " << t.accumulate << " act " << t.act
+                      << ": pixel " << q << " oc " << j << " = " << y[at] << ", expected " << v;
+        return false;
       }
     }
   }
@@ -234,9 +237,10 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
         for (int64_t tiles : {1, 3})
           for (bool pixel_major : {false, true})
             for (int act = 0; act <= 2; ++act)
-              for (int mode = 0; mode < 4; ++mode)
+              for (int mode = 0; mode < 8; ++mode)
                 for (int taps : {1, 3}) {
-                  const PointwiseCase c{channels, tiles, pixel_major, (mode & 1) != 0, (mode & 2) != 0, act, taps};
+                  PointwiseCase c{channels, tiles, pixel_major, (mode & 1) != 0, (mode & 2) != 0, act, taps};
+                  c.nhwc_out = (mode & 4) != 0;
                   if (!check_pointwise(ker.name, pw, c)) return;
                   ++tested;
                 }

@@ -410,17 +410,26 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
 }
 
 // NHWC, in place: pixels [p0, p1) of panel p, K rows [k0, k0 + K block) read from the
-// image's rows (`a`: pixel p0's channel k0; pixels in_channels floats apart), the outputs
-// staged blocked, up to kNhwcStagePixels at a time, then stored into the NHWC rows (only
-// the real channels of a panel past the last one). A partial last tile reads its pixels
-// from a copy padded with zeros, so no call reads past the image.
+// image's rows (`a`: pixel p0's channel k0; pixels in_channels floats apart). A panel of
+// real channels only is stored straight into the NHWC rows (y_pixel_stride), the pixels
+// past its whole tiles in 4- and 1-pixel calls. Else (the last panel of a channel count
+// that is not a multiple of NR or 8), and for the pixels left where the kernel has no
+// such calls, the outputs are staged blocked, up to kNhwcStagePixels at a time, and their
+// real channels stored into the rows; a partial last tile reads its pixels from a copy
+// padded with zeros, so no call reads past the image. Against staging every panel
+// (MobileNetV2's 16 -> 96 1x1 at 112x112, one thread): see docs/performance.md.
 GK_POINTWISE_TARGET void PointwiseNchw8::run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, float* y,
                                                         int64_t p0, int64_t p1, float* stage) const {
   const int64_t ic = s_.d.in_channels, oc = s_.d.out_channels, rows = std::min(k_block_, k_rows_ - k0);
   const int64_t lanes_last = std::min<int64_t>(p.nr, oc - p.oc0);  // real channels of the panel
   float* xs = stage + kNhwcStage;
   gk_pointwise_args args = block_args(p, k0);
-  args.x_block_stride = 8, args.y_block_stride = kNhwcStagePixels * 8;
+  args.x_block_stride = 8;
+  if (lanes_last == p.nr) {
+    const int64_t done = run_tiles_into_rows(p, args, a, y + p0 * oc + p.oc0, p1 - p0);
+    a += done * ic, p0 += done;
+  }
+  args.y_block_stride = kNhwcStagePixels * 8, args.y_pixel_stride = 8;
   for (int64_t t0 = p0; t0 < p1; t0 += kNhwcStagePixels) {
     const int64_t n = std::min(kNhwcStagePixels, p1 - t0), whole = n / p.mr * p.mr;
     float* out = y + t0 * oc + p.oc0;
@@ -448,6 +457,26 @@ GK_POINTWISE_TARGET void PointwiseNchw8::run_tiles_nhwc(const Panel& p, int64_t 
       for (int64_t c = 0; c < lanes_last; c += 8)
         copy_run(out + i * oc + c, stage + c / 8 * kNhwcStagePixels * 8 + i * 8, std::min<int64_t>(8, lanes_last - c));
   }
+}
+
+// `pixels` pixels of panel p (all its channels real) from `a` stored straight into the NHWC
+// rows at `out`: whole tiles, then 4-pixel and one-pixel calls where the kernel has them.
+// Returns the pixels done (the rest are staged by the caller).
+int64_t PointwiseNchw8::run_tiles_into_rows(const Panel& p, gk_pointwise_args args, const float* a, float* out,
+                                            int64_t pixels) const {
+  const int64_t ic = s_.d.in_channels, oc = s_.d.out_channels;
+  args.x_row_stride = ic, args.y_block_stride = 8, args.y_pixel_stride = oc;
+  int64_t done = 0;
+  auto call = [&](gk_pointwise_fn fn, int mr) {
+    args.x = a + done * ic, args.y = out + done * oc, args.tiles = (pixels - done) / mr;
+    if (!fn || args.tiles == 0) return;
+    fn(&args);
+    done += args.tiles * mr;
+  };
+  call(p.fn, p.mr);
+  call(p.four_rows, 4);
+  call(p.one_row, 1);
+  return done;
 }
 
 // Work items are (pixel chunk, range of panels). Weights that fit: the ranges are the

@@ -103,6 +103,8 @@ class PointwiseNchw8 {
                  float* stage) const;
   void run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, float* y, int64_t p0, int64_t p1,
                       float* stage) const;
+  int64_t run_tiles_into_rows(const Panel& p, gk_pointwise_args args, const float* a, float* out,
+                              int64_t pixels) const;
   // The border pixels waiting for run_border, in a thread's workspace (no heap memory).
   struct PixelList {
     int64_t* data;
