@@ -635,11 +635,14 @@ TEST(Conv, PointwiseOnNhwcRowsInPlace) {
 
 // Every layout from and back to NCHW, each element checked at the offset the layout
 // defines, the padding channels zero; channel counts for the vectorized 8-channel path
-// (19 channels, 35 pixels), NHWC rows wider than 64 channels (70), and a conversion
-// between two non-planar layouts.
+// (19 channels, 35 pixels), 3 channels (RGB: shuffled 8 pixels at a time, 35 pixels),
+// whole blocks only (16), NHWC rows wider than 64 channels (70), a tensor large enough
+// for two threads, and a conversion between two non-planar layouts.
 TEST(Conv, LayoutRoundTripsAndPadding) {
   struct Dims { int64_t n, c, h, w; };
-  for (const Dims& dims : {Dims{2, 5, 3, 4}, Dims{1, 19, 5, 7}, Dims{1, 70, 3, 3}}) {
+  gk_set_num_threads(2);
+  for (const Dims& dims : {Dims{2, 5, 3, 4}, Dims{1, 19, 5, 7}, Dims{1, 70, 3, 3}, Dims{2, 3, 5, 7}, Dims{1, 16, 3, 5},
+                           Dims{2, 19, 64, 65}}) {
     const int64_t n = dims.n, c = dims.c, h = dims.h, w = dims.w, hw = h * w;
     const std::vector<float> src = gktest::random_vector(size_t(n * c * hw), 9);
     for (gk_layout layout : kLayouts) {
@@ -678,6 +681,7 @@ TEST(Conv, LayoutRoundTripsAndPadding) {
       EXPECT_EQ(from_nhwc, blocked);
     }
   }
+  gk_set_num_threads(0);
   EXPECT_EQ(gk_tensor_size(gk_layout(99), 1, 1, 1, 1), -1);
   EXPECT_STREQ(gk_status_string(gk_status(99)), "unknown status");
   EXPECT_STREQ(gk_status_string(GK_ERR_UNSUPPORTED), "unsupported");

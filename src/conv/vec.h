@@ -115,11 +115,38 @@ GK_INLINE void transpose8x8(v8 (&r)[8]) {
   }
 }
 
+// Three runs of 8 (an RGB image's planes) <-> 8 pixels of 3 interleaved floats, by
+// two-input shuffles: lane i of output q is input float 8q + i of the interleaved order.
+GK_INLINE void interleave3x8(const v8& r, const v8& g, const v8& b, v8* out) {
+  const v8 rg0 = __builtin_shuffle(r, g, (v8i){0, 8, 0, 1, 9, 0, 2, 10});
+  out[0] = __builtin_shuffle(rg0, b, (v8i){0, 1, 8, 3, 4, 9, 6, 7});
+  const v8 rg1 = __builtin_shuffle(r, g, (v8i){0, 3, 11, 0, 4, 12, 0, 5});
+  out[1] = __builtin_shuffle(rg1, b, (v8i){10, 1, 2, 11, 4, 5, 12, 7});
+  const v8 rg2 = __builtin_shuffle(r, g, (v8i){13, 0, 6, 14, 0, 7, 15, 0});
+  out[2] = __builtin_shuffle(rg2, b, (v8i){0, 13, 2, 3, 14, 5, 6, 15});
+}
+GK_INLINE void deinterleave3x8(const v8& a, const v8& b, const v8& c, v8* out) {
+  // Channel l of pixel i is float 3i + l: pixels 0-5 from a and b, 6-7 from c.
+  const v8 ab0 = __builtin_shuffle(a, b, (v8i){0, 3, 6, 9, 12, 15, 0, 0});
+  out[0] = __builtin_shuffle(ab0, c, (v8i){0, 1, 2, 3, 4, 5, 10, 13});
+  const v8 ab1 = __builtin_shuffle(a, b, (v8i){1, 4, 7, 10, 13, 0, 0, 0});
+  out[1] = __builtin_shuffle(ab1, c, (v8i){0, 1, 2, 3, 4, 8, 11, 14});
+  const v8 ab2 = __builtin_shuffle(a, b, (v8i){2, 5, 8, 11, 14, 0, 0, 0});
+  out[2] = __builtin_shuffle(ab2, c, (v8i){0, 1, 2, 3, 4, 9, 12, 15});
+}
+
 // dst[j * x + l] = src[l][j] for j < n, l < x: x runs interleaved into one (NCHW planes
 // into NCHWx or NHWC); src[l] == nullptr gives zeros (padding channels). x == 8 goes by
-// 8 x 8 transposes.
+// 8 x 8 transposes, x == 3 (RGB) by shuffles of 8 pixels.
 GK_INLINE void interleave(const float* const* src, int64_t x, int64_t n, float* dst) {
   int64_t j = 0;
+  if (x == 3 && src[0] && src[1] && src[2]) {
+    for (; j + 8 <= n; j += 8) {
+      v8 out[3];
+      interleave3x8(load8(src[0] + j), load8(src[1] + j), load8(src[2] + j), out);
+      for (int q = 0; q < 3; ++q) store8(dst + j * 3 + q * 8, out[q]);
+    }
+  }
   if (x == 8) {
     for (; j + 8 <= n; j += 8) {
       v8 v[8];
@@ -135,6 +162,13 @@ GK_INLINE void interleave(const float* const* src, int64_t x, int64_t n, float* 
 // dst[l][j] = src[j * x + l]: the inverse (dst[l] == nullptr: that run is dropped).
 GK_INLINE void deinterleave(const float* src, int64_t x, int64_t n, float* const* dst) {
   int64_t j = 0;
+  if (x == 3 && dst[0] && dst[1] && dst[2]) {
+    for (; j + 8 <= n; j += 8) {
+      v8 out[3];
+      deinterleave3x8(load8(src + j * 3), load8(src + j * 3 + 8), load8(src + j * 3 + 16), out);
+      for (int l = 0; l < 3; ++l) store8(dst[l] + j, out[l]);
+    }
+  }
   if (x == 8) {
     for (; j + 8 <= n; j += 8) {
       v8 v[8];
