@@ -599,31 +599,44 @@ TEST(Conv, Gemm1x1OnNhwcInPlace) {
 // pointwise_nchw8 on NHWC rows in place (a 1x1 of stride 1, 8+ input channels): panels of
 // real channels only are stored straight into the rows (whole tiles, then 4- and 1-pixel
 // calls), a last panel past the output channels through the staged tile. Output channels
-// that make whole panels and ones that do not, pixel counts that leave every remainder of
-// the 12-pixel tile, weights past L2 (K blocks accumulating in the rows), batch 1..3, bias
-// or none, each activation, 1 and 2 threads (adding to the output: ConvResidual).
+// that make whole panels and ones that do not; pixel counts that leave 0, 5, 4, 3 and 1
+// pixels past the 12-pixel tiles (each at batch 1, then at batch 2 and 3, the batch one
+// image); weights past half of L2 per panel, so the K blocks accumulate in the rows (two
+// threads splitting the panels); bias or none, each activation, 1 and 2 threads (adding to
+// the output: ConvResidual).
 TEST(Conv, PointwiseOnNhwcRowsInPlace) {
+  struct Case {
+    int64_t ic, oc, pixels;
+    int threads;  // 0: from the case index
+  };
+  const int64_t pixel_counts[] = {36, 41, 40, 39, 37};
+  std::vector<Case> cases;
+  for (int64_t ic : {8, 13, 64})
+    for (int64_t oc : {8, 16, 24, 32, 61, 96, 144, 520})
+      cases.push_back({ic, oc, pixel_counts[cases.size() % 5], 0});
+  const int64_t k_blocked = gk::caches().l2 / 2 / (16 * 4) + 9;  // panels of 16 or more channels
+  for (int threads : {1, 2}) {
+    cases.push_back({k_blocked, 64, 41, threads});
+    cases.push_back({k_blocked, 61, 40, threads});
+  }
   int i = 0, tested = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo&) {
     if (!has_pointwise_kernels()) return;
-    for (int64_t ic : {8, 13, 64, 1100})
-      for (int64_t oc : {8, 16, 24, 32, 61, 96, 144, 520}) {
-        if (ic * oc > 64 * 520 && (ic < 1100 || oc != 520)) continue;  // one case of weights past L2
-        if (gktest::quick() && ic * oc > 64 * 520) continue;
-        for (int64_t pixels : {12 * 3, 12 * 3 + 5, 12 * 2 + 11}) {
-          gk_conv_desc d;
-          gk_conv_desc_init(&d);
-          d.batch = 1 + i % 3, d.in_channels = ic, d.out_channels = oc;
-          d.in_height = pixels % 2 ? 1 : 2, d.in_width = pixels % 2 ? pixels : pixels / 2;
-          d.kernel_h = d.kernel_w = 1, d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
-          SCOPED_TRACE(gktest::describe(d));
-          const gktest::ConvCase c = gktest::make_conv_case(d, i % 2 == 0, 2600 + uint32_t(i));
-          gk_set_num_threads(1 + i % 2);
-          EXPECT_EQ(gktest::check_conv(c, GK_CONV_ALGO_POINTWISE_NCHW8), "pointwise_nchw8");
-          ++i, ++tested;
-          if (HasFailure()) return;
-        }
-      }
+    for (const Case& k : cases) {
+      if (gktest::quick() && k.ic == k_blocked) continue;
+      gk_conv_desc d;
+      gk_conv_desc_init(&d);
+      d.batch = k.ic == k_blocked ? 1 : 1 + (i / 5) % 3, d.in_channels = k.ic, d.out_channels = k.oc;
+      d.in_height = k.pixels % 2 ? 1 : 2, d.in_width = k.pixels % 2 ? k.pixels : k.pixels / 2;
+      d.kernel_h = d.kernel_w = 1, d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation((i / 3) % 3);
+      const int threads = k.threads ? k.threads : 1 + (i / 7) % 2;
+      SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
+      const gktest::ConvCase c = gktest::make_conv_case(d, (i / 2) % 2 == 0, 2600 + uint32_t(i));
+      gk_set_num_threads(threads);
+      EXPECT_EQ(gktest::check_conv(c, GK_CONV_ALGO_POINTWISE_NCHW8), "pointwise_nchw8");
+      ++i, ++tested;
+      if (HasFailure()) break;
+    }
   });
   gk_set_num_threads(0);
 #if defined(__x86_64__)
@@ -641,8 +654,11 @@ TEST(Conv, PointwiseOnNhwcRowsInPlace) {
 TEST(Conv, LayoutRoundTripsAndPadding) {
   struct Dims { int64_t n, c, h, w; };
   gk_set_num_threads(2);
+  struct RestoreThreads {
+    ~RestoreThreads() { gk_set_num_threads(0); }
+  } restore;
   for (const Dims& dims : {Dims{2, 5, 3, 4}, Dims{1, 19, 5, 7}, Dims{1, 70, 3, 3}, Dims{2, 3, 5, 7}, Dims{1, 16, 3, 5},
-                           Dims{2, 19, 64, 65}}) {
+                           Dims{2, 19, 80, 80}}) {
     const int64_t n = dims.n, c = dims.c, h = dims.h, w = dims.w, hw = h * w;
     const std::vector<float> src = gktest::random_vector(size_t(n * c * hw), 9);
     for (gk_layout layout : kLayouts) {
@@ -681,7 +697,6 @@ TEST(Conv, LayoutRoundTripsAndPadding) {
       EXPECT_EQ(from_nhwc, blocked);
     }
   }
-  gk_set_num_threads(0);
   EXPECT_EQ(gk_tensor_size(gk_layout(99), 1, 1, 1, 1), -1);
   EXPECT_STREQ(gk_status_string(gk_status(99)), "unknown status");
   EXPECT_STREQ(gk_status_string(GK_ERR_UNSUPPORTED), "unsupported");

@@ -146,7 +146,7 @@ TEST(MicroKernel, EpilogueBiasAndActivations) {
 // pixels and channel blocks (NaN sentinels) must stay untouched. A direct convolution's
 // taps of one run of channels and no whole block (an RGB stem: the unrolled entries for
 // 1-7 channels; an NCHW image: kernel columns, or channels a stride apart, over 7 too);
-// the output NCHW8 or NHWC rows (y_pixel_stride past the tile's channels).
+// the output NCHW8 or NHWC rows (y_row_stride past the tile's channels).
 // Partial pixel tiles are staged by the caller (Conv.Gemm1x1BlockedInPlace and Conv.Im2colBlockedInPlace).
 namespace {
 struct PointwiseCase {
@@ -184,7 +184,7 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
   a.x = origin + pixel_stride, a.w = w.data(), a.y = y.data() + y_at(1, 0);
   a.full_blocks = t.channels / 8, a.tail_channels = t.channels % 8;
   if (t.run_stride > 0) a.full_blocks = 0, a.tail_channels = t.channels, a.x_channel_stride = t.run_stride;
-  a.x_block_stride = block_stride, a.x_row_stride = pixel_stride, a.y_block_stride = y_block, a.y_pixel_stride = y_pixel;
+  a.x_block_stride = block_stride, a.x_row_stride = pixel_stride, a.y_block_stride = y_block, a.y_row_stride = y_pixel;
   a.bias = t.with_bias ? bias.data() : nullptr, a.activation = t.act, a.accumulate = t.accumulate;
   a.tiles = t.tiles;
   if (t.taps > 1) a.taps = t.taps, a.tap_offsets = tap_bytes.data();

@@ -38,7 +38,7 @@ typedef void (*gk_ukernel_fn)(const gk_ukernel_args* args);
 //   y[i][j] = act(bias[j] + sum_c x[i][c] * w[c][j]),  i < MR, j < NR
 // Channel c of row i is at (c / 8) * x_block_stride + i * x_row_stride + c % 8 floats
 // from x (the last, partial block's channels x_channel_stride apart); w is K rows of NR
-// floats; column j of row i is at (j / 8) * y_block_stride + i * y_pixel_stride + j % 8
+// floats; column j of row i is at (j / 8) * y_block_stride + i * y_row_stride + j % 8
 // from y. With `accumulate` the tile already in y is added to the sum (a K-blocked caller
 // passes bias and activation with its last block only). MR rows are read and written: the caller
 // stages a partial tile. One call runs `tiles` tiles, MR rows apart.
@@ -59,13 +59,13 @@ struct gk_pointwise_args {
   int64_t x_row_stride;    // floats
   int32_t accumulate;      // non-zero: the tile in y is added in (before bias and activation)
   int64_t tiles;           // consecutive MR-row tiles to run (>= 1): tile t reads x + t * MR *
-                           // x_row_stride and writes y + t * MR * y_pixel_stride
+                           // x_row_stride and writes y + t * MR * y_row_stride
   const int64_t* tap_offsets = nullptr;
   int64_t taps = 1;
   int64_t x_channel_stride = 1;  // floats, between the partial block's channels
   // floats between output pixels: 8 in an NCHW8 block; in NHWC rows (y_block_stride 8) the
   // row length, so the kernel stores straight into them
-  int64_t y_pixel_stride = 8;
+  int64_t y_row_stride = 8;
 };
 typedef void (*gk_pointwise_fn)(const gk_pointwise_args* args);
 }
@@ -86,7 +86,7 @@ static_assert(offsetof(gk_pointwise_args, x) == 0 && offsetof(gk_pointwise_args,
                   offsetof(gk_pointwise_args, accumulate) == 80 && offsetof(gk_pointwise_args, tiles) == 88 &&
                   offsetof(gk_pointwise_args, tap_offsets) == 96 && offsetof(gk_pointwise_args, taps) == 104 &&
                   offsetof(gk_pointwise_args, x_channel_stride) == 112 &&
-                  offsetof(gk_pointwise_args, y_pixel_stride) == 120,
+                  offsetof(gk_pointwise_args, y_row_stride) == 120,
               "gk_pointwise_args layout: see pointwise_avx2.inc and pointwise_avx512.inc");
 
 namespace gk {

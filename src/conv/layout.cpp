@@ -158,11 +158,14 @@ GK_INLINE void convert_nhwc_x(const float* src, float* dst, bool to_nhwc, int64_
     for (int64_t k = 0; k < chunks; ++k)
       convert_nhwc_pixels<X>(src, dst, to_nhwc, c, hw, b, k * kPixels, std::min(hw, (k + 1) * kPixels));
 }
+// x: the NCHWx layout's block, 4, 8 or 16.
 GK_INLINE void convert_nhwc(const float* src, float* dst, bool to_nhwc, int64_t n, int64_t c, int64_t hw, int64_t x,
                             int threads) {
-  if (x == 4) return convert_nhwc_x<4>(src, dst, to_nhwc, n, c, hw, threads);
-  if (x == 8) return convert_nhwc_x<8>(src, dst, to_nhwc, n, c, hw, threads);
-  return convert_nhwc_x<16>(src, dst, to_nhwc, n, c, hw, threads);
+  switch (x) {
+    case 4: return convert_nhwc_x<4>(src, dst, to_nhwc, n, c, hw, threads);
+    case 8: return convert_nhwc_x<8>(src, dst, to_nhwc, n, c, hw, threads);
+    default: return convert_nhwc_x<16>(src, dst, to_nhwc, n, c, hw, threads);  // x == 16
+  }
 }
 void convert_nhwc_baseline(const float* src, float* dst, bool to_nhwc, int64_t n, int64_t c, int64_t hw, int64_t x,
                            int threads) {

@@ -170,8 +170,9 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
 // or for an image read in place its staged partial tile (6 pixels of every block), or
 // direct: the border pixels' gathered rows and their outputs.
 constexpr int64_t kStagedOutput = kMaxPanelWidth * kMaxPointwiseMr;
-// NHWC: a panel's outputs of up to kNhwcStagePixels pixels, staged blocked for the kernel
-// ([NR / 8][pixel][8]) and then stored into the NHWC rows; then a partial tile's input.
+// NHWC: the outputs of up to kNhwcStagePixels pixels of a panel past the last channel (or
+// of a last partial tile), staged blocked for the kernel ([NR / 8][pixel][8]) and then
+// their real channels stored into the NHWC rows; then a partial tile's input.
 constexpr int64_t kNhwcStagePixels = 48;  // a multiple of every MR
 constexpr int64_t kNhwcStage = kMaxPanelWidth * kNhwcStagePixels;
 constexpr int64_t kBorderPixels = 48;  // border pixels per batch (a multiple of every MR)
@@ -343,6 +344,15 @@ bool PointwiseNchw8::Panel::one_pixel_calls_pay(int64_t pixels, int64_t blocked,
   return conv::one_pixel_calls_pay({mr, nr, fn, one_row}, pixels, blocked, tail);
 }
 
+// Whole 4-pixel tiles where the kernel has them (a 14x14 image's last 4 pixels cost a third
+// of a 12-pixel tile so, not four one-pixel calls) unless the pixels after them would
+// take a whole tile anyway.
+PointwiseNchw8::Panel::Rest PointwiseNchw8::Panel::rest_calls(int64_t rest, int64_t blocked, int64_t tail) const {
+  int64_t four = 0;
+  if (four_rows && rest >= 4 && (rest % 4 == 0 || one_pixel_calls_pay(rest % 4, blocked, tail))) four = rest / 4 * 4;
+  return {four, rest > four && one_pixel_calls_pay(rest - four, blocked, tail)};
+}
+
 // Pixels [p0, p1) of one panel and K block, the input at `a` (pixel p0) with the chunk's
 // strides (see Strides): the whole MR-pixel tiles in one kernel call; a last tile that
 // runs past the last pixel has its input staged (read in place: copied into a zero-padded
@@ -373,24 +383,22 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
   if (args.tiles > 0) p.fn(&args);
   const int64_t done = args.tiles * p.mr;
   if (p0 + done == p1) return;
-  // The partial last tile (p1 is the last pixel: chunks are whole tiles otherwise): its
-  // whole 4-pixel tiles in place where the kernel has them (a 14x14 image's last 4 pixels
-  // cost a third of a 12-pixel tile so, not four one-pixel calls), then the rest in
-  // one-pixel calls; the staged whole tile below reads MR pixels from its start, so it
-  // keeps them all.
+  // The partial last tile (p1 is the last pixel: chunks are whole tiles otherwise), in
+  // place as rest_calls says; the staged whole tile below reads MR pixels from its start,
+  // so it keeps them all.
   a += done * st.pixel;
   float* out = args.y + done * 8;
   int64_t real = p1 - (p0 + done);
-  if (p.four_rows && real >= 4 &&
-      (real % 4 == 0 || p.one_pixel_calls_pay(real % 4, args.full_blocks * 8, args.tail_channels))) {
-    args.x = a, args.y = out, args.tiles = real / 4;
+  const Panel::Rest rest = p.rest_calls(real, args.full_blocks * 8, args.tail_channels);
+  if (rest.four > 0) {
+    args.x = a, args.y = out, args.tiles = rest.four / 4;
     p.four_rows(&args);
-    a += real / 4 * 4 * st.pixel, out += real / 4 * 4 * 8, real %= 4;
+    a += rest.four * st.pixel, out += rest.four * 8, real -= rest.four;
     if (real == 0) return;
   }
   args.x = a, args.tiles = 1;
   const int64_t tile = p.mr * 8;
-  if (p.one_pixel_calls_pay(real, args.full_blocks * 8, args.tail_channels)) {  // only the real pixels
+  if (rest.one_pixel_calls) {  // only the real pixels
     args.y = out, args.tiles = real;
     return p.one_row(&args);
   }
@@ -411,13 +419,12 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
 
 // NHWC, in place: pixels [p0, p1) of panel p, K rows [k0, k0 + K block) read from the
 // image's rows (`a`: pixel p0's channel k0; pixels in_channels floats apart). A panel of
-// real channels only is stored straight into the NHWC rows (y_pixel_stride), the pixels
-// past its whole tiles in 4- and 1-pixel calls. Else (the last panel of a channel count
-// that is not a multiple of NR or 8), and for the pixels left where the kernel has no
-// such calls, the outputs are staged blocked, up to kNhwcStagePixels at a time, and their
-// real channels stored into the rows; a partial last tile reads its pixels from a copy
-// padded with zeros, so no call reads past the image. Against staging every panel
-// (MobileNetV2's 16 -> 96 1x1 at 112x112, one thread): see docs/performance.md.
+// real channels only is stored straight into the NHWC rows (run_tiles_into_rows). The
+// last panel of a channel count that is not a multiple of 8 (its lanes past the last
+// channel would land on the next pixel's), and a last partial tile that rest_calls gives
+// a whole tile, are staged blocked, up to kNhwcStagePixels at a time, and their real
+// channels stored into the rows; a partial last tile reads its pixels from a copy padded
+// with zeros, so no call reads past the image.
 GK_POINTWISE_TARGET void PointwiseNchw8::run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, float* y,
                                                         int64_t p0, int64_t p1, float* stage) const {
   const int64_t ic = s_.d.in_channels, oc = s_.d.out_channels, rows = std::min(k_block_, k_rows_ - k0);
@@ -429,7 +436,7 @@ GK_POINTWISE_TARGET void PointwiseNchw8::run_tiles_nhwc(const Panel& p, int64_t 
     const int64_t done = run_tiles_into_rows(p, args, a, y + p0 * oc + p.oc0, p1 - p0);
     a += done * ic, p0 += done;
   }
-  args.y_block_stride = kNhwcStagePixels * 8, args.y_pixel_stride = 8;
+  args.y_block_stride = kNhwcStagePixels * 8;
   for (int64_t t0 = p0; t0 < p1; t0 += kNhwcStagePixels) {
     const int64_t n = std::min(kNhwcStagePixels, p1 - t0), whole = n / p.mr * p.mr;
     float* out = y + t0 * oc + p.oc0;
@@ -460,22 +467,23 @@ GK_POINTWISE_TARGET void PointwiseNchw8::run_tiles_nhwc(const Panel& p, int64_t 
 }
 
 // `pixels` pixels of panel p (all its channels real) from `a` stored straight into the NHWC
-// rows at `out`: whole tiles, then 4-pixel and one-pixel calls where the kernel has them.
-// Returns the pixels done (the rest are staged by the caller).
+// rows at `out` (y_row_stride: the row length): whole tiles, then the rest as rest_calls
+// says. Returns the pixels done (a last whole tile is left to the caller's staging).
 int64_t PointwiseNchw8::run_tiles_into_rows(const Panel& p, gk_pointwise_args args, const float* a, float* out,
                                             int64_t pixels) const {
   const int64_t ic = s_.d.in_channels, oc = s_.d.out_channels;
-  args.x_row_stride = ic, args.y_block_stride = 8, args.y_pixel_stride = oc;
+  args.x_row_stride = ic, args.y_block_stride = 8, args.y_row_stride = oc;
   int64_t done = 0;
-  auto call = [&](gk_pointwise_fn fn, int mr) {
-    args.x = a + done * ic, args.y = out + done * oc, args.tiles = (pixels - done) / mr;
-    if (!fn || args.tiles == 0) return;
+  auto call = [&](gk_pointwise_fn fn, int mr, int64_t count) {
+    args.x = a + done * ic, args.y = out + done * oc, args.tiles = count / mr;
+    if (args.tiles == 0) return;
     fn(&args);
     done += args.tiles * mr;
   };
-  call(p.fn, p.mr);
-  call(p.four_rows, 4);
-  call(p.one_row, 1);
+  call(p.fn, p.mr, pixels);
+  const Panel::Rest rest = p.rest_calls(pixels - done, args.full_blocks * 8, args.tail_channels);
+  if (rest.four > 0) call(p.four_rows, 4, rest.four);
+  if (rest.one_pixel_calls) call(p.one_row, 1, pixels - done);
   return done;
 }
 

@@ -39,7 +39,7 @@ class PointwiseNchw8 {
   static bool runs_direct(const Shape& s);
 
   // Whether `s` runs NHWC in and out: a 1x1 in place, the image's rows read in place, the
-  // outputs stored into NHWC rows through a staged tile.
+  // outputs stored into the NHWC rows (a panel past the last channel through a staged tile).
   static bool reads_nhwc(const Shape& s);
   // Whether `s` can run direct on whole channel blocks (direct_on_blocks): NCHW8 input,
   // channels a multiple of 8, not a 1x1 in place.
@@ -74,6 +74,13 @@ class PointwiseNchw8 {
     gk_pointwise_fn fn, one_row;  // one_row: the kernel for single pixels, or nullptr
     gk_pointwise_fn four_rows;    // the kernel for 4 pixels, or nullptr
     bool one_pixel_calls_pay(int64_t pixels, int64_t blocked, int64_t tail) const;
+    // How `rest` (< MR) pixels past the whole tiles run: `four` of them in 4-pixel calls,
+    // the others in one-pixel calls where those pay, else as one more (staged) whole tile.
+    struct Rest {
+      int64_t four;
+      bool one_pixel_calls;
+    };
+    Rest rest_calls(int64_t rest, int64_t blocked, int64_t tail) const;
   };
   // The kernel's input strides, floats: between 8-row blocks and between pixels.
   struct Strides {

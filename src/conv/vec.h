@@ -117,22 +117,23 @@ GK_INLINE void transpose8x8(v8 (&r)[8]) {
 
 // Three runs of 8 (an RGB image's planes) <-> 8 pixels of 3 interleaved floats, by
 // two-input shuffles: lane i of output q is input float 8q + i of the interleaved order.
-GK_INLINE void interleave3x8(const v8& r, const v8& g, const v8& b, v8* out) {
-  const v8 rg0 = __builtin_shuffle(r, g, (v8i){0, 8, 0, 1, 9, 0, 2, 10});
-  out[0] = __builtin_shuffle(rg0, b, (v8i){0, 1, 8, 3, 4, 9, 6, 7});
-  const v8 rg1 = __builtin_shuffle(r, g, (v8i){0, 3, 11, 0, 4, 12, 0, 5});
-  out[1] = __builtin_shuffle(rg1, b, (v8i){10, 1, 2, 11, 4, 5, 12, 7});
-  const v8 rg2 = __builtin_shuffle(r, g, (v8i){13, 0, 6, 14, 0, 7, 15, 0});
-  out[2] = __builtin_shuffle(rg2, b, (v8i){0, 13, 2, 3, 14, 5, 6, 15});
+GK_INLINE void interleave3x8(const v8& c0, const v8& c1, const v8& c2, v8* out) {
+  const v8 lo0 = __builtin_shuffle(c0, c1, (v8i){0, 8, 0, 1, 9, 0, 2, 10});
+  out[0] = __builtin_shuffle(lo0, c2, (v8i){0, 1, 8, 3, 4, 9, 6, 7});
+  const v8 lo1 = __builtin_shuffle(c0, c1, (v8i){0, 3, 11, 0, 4, 12, 0, 5});
+  out[1] = __builtin_shuffle(lo1, c2, (v8i){10, 1, 2, 11, 4, 5, 12, 7});
+  const v8 lo2 = __builtin_shuffle(c0, c1, (v8i){13, 0, 6, 14, 0, 7, 15, 0});
+  out[2] = __builtin_shuffle(lo2, c2, (v8i){0, 13, 2, 3, 14, 5, 6, 15});
 }
-GK_INLINE void deinterleave3x8(const v8& a, const v8& b, const v8& c, v8* out) {
-  // Channel l of pixel i is float 3i + l: pixels 0-5 from a and b, 6-7 from c.
-  const v8 ab0 = __builtin_shuffle(a, b, (v8i){0, 3, 6, 9, 12, 15, 0, 0});
-  out[0] = __builtin_shuffle(ab0, c, (v8i){0, 1, 2, 3, 4, 5, 10, 13});
-  const v8 ab1 = __builtin_shuffle(a, b, (v8i){1, 4, 7, 10, 13, 0, 0, 0});
-  out[1] = __builtin_shuffle(ab1, c, (v8i){0, 1, 2, 3, 4, 8, 11, 14});
-  const v8 ab2 = __builtin_shuffle(a, b, (v8i){2, 5, 8, 11, 14, 0, 0, 0});
-  out[2] = __builtin_shuffle(ab2, c, (v8i){0, 1, 2, 3, 4, 9, 12, 15});
+GK_INLINE void deinterleave3x8(const v8& f0, const v8& f8, const v8& f16, v8* out) {
+  // Channel l of pixel i is float 3i + l (f0: floats 0-7, f8: 8-15, f16: 16-23): the first
+  // 5 or 6 pixels of a channel from f0 and f8, the rest from f16.
+  const v8 ab0 = __builtin_shuffle(f0, f8, (v8i){0, 3, 6, 9, 12, 15, 0, 0});
+  out[0] = __builtin_shuffle(ab0, f16, (v8i){0, 1, 2, 3, 4, 5, 10, 13});
+  const v8 ab1 = __builtin_shuffle(f0, f8, (v8i){1, 4, 7, 10, 13, 0, 0, 0});
+  out[1] = __builtin_shuffle(ab1, f16, (v8i){0, 1, 2, 3, 4, 8, 11, 14});
+  const v8 ab2 = __builtin_shuffle(f0, f8, (v8i){2, 5, 8, 11, 14, 0, 0, 0});
+  out[2] = __builtin_shuffle(ab2, f16, (v8i){0, 1, 2, 3, 4, 9, 12, 15});
 }
 
 // dst[j * x + l] = src[l][j] for j < n, l < x: x runs interleaved into one (NCHW planes
