@@ -302,14 +302,16 @@ struct BlockIo {
 };
 
 // NHWC: a group of channel blocks over a band of output rows, computed row by row; the
-// input rows read in place where the channels are whole blocks and the multiplier is 1
-// (in_place: MobileNetV2's 14x14 and smaller layers 1.1-1.3x their NCHW8 time, against
-// 2.1-2.4x staged; 112x112 about 2.3x either way), else from a ring of staged input rows
-// in the blocked form the kernels read: each input row's pixels gathered once into
-// [block][column][8] with the horizontal padding as zero columns (so every output column
-// is inner), each output row computed into [block][column][8] and copied out. A group reads and writes each pixel's channels as one contiguous run and
-// keeps its ring in L1 (whole bands per block, staged before computing, ran 2-3.5x slower
-// than NCHW8: 32 bytes of each 128-byte pixel per access, and bands past L1).
+// input rows read in place for whole blocks when the multiplier is 1 (in_place_blocks:
+// MobileNetV2's 14x14 and smaller layers 1.1-1.3x their NCHW8 time, against 2.1-2.4x
+// staged; 112x112 about 2.3x either way), else (a partial last block, such as 58
+// channels' last 2, or a multiplier) from a ring of staged input rows in the blocked form
+// the kernels read: each input row's pixels gathered once into [block][column][8] with
+// the horizontal padding as zero columns (so every output column is inner), each output
+// row computed into [block][column][8] and copied out. A group reads and writes each
+// pixel's channels as one contiguous run and keeps its ring in L1 (whole bands per block,
+// staged before computing, ran 2-3.5x slower than NCHW8: 32 bytes of each 128-byte pixel
+// per access, and bands past L1).
 struct NhwcGroup {
   const float* in;  // the image's input
   float* out;       // the image's output
@@ -322,9 +324,10 @@ struct NhwcGroup {
   float* out_row;   // [ow][8]: a partial last block's output row
   const float** row_ptrs;  // kh: an output row's input rows
   int64_t ring_rows, taps;
-  // Every block whole and one input channel per output channel: the kernels read the
-  // input rows in place, pixels in_px floats apart, and nothing is staged.
-  bool in_place;
+  // The group's first blocks that are whole, with one input channel per output channel:
+  // the kernels read the input rows in place, pixels in_px floats apart; the others are
+  // staged.
+  int64_t in_place_blocks;
   int64_t ring_floats() const { return ring_rows * padded_width * kLanes; }  // per block
 };
 
@@ -349,15 +352,16 @@ GK_INLINE void zero_ring_padding(const DwGeometry& g, const NhwcGroup& ng, int64
   }
 }
 
-// Input row iy (width g.iw of the unpadded geometry) into its ring slot, every block.
+// Input row iy (width g.iw of the unpadded geometry) into its ring slot, the blocks staged
+// (from in_place_blocks on).
 GK_INLINE void stage_input_row(const DwGeometry& g, const NhwcGroup& ng, int64_t iy) {
-  const int64_t blocks = ng.blocks, in_px = ng.in_px, slot_stride = ng.ring_floats();
+  const int64_t k0 = ng.in_place_blocks, blocks = ng.blocks, in_px = ng.in_px, slot_stride = ng.ring_floats();
   const int64_t m = ng.multiplier, channels = ng.out_channels, o0 = ng.b0 * kLanes;
   float* const slot = ng.ring + (iy % ng.ring_rows) * ng.padded_width * kLanes;
   const float* src = ng.in + iy * g.iw * in_px;
   float* dst = slot + ng.pad_left * kLanes;
   for (int64_t c = 0; c < g.iw; ++c, src += in_px, dst += kLanes)
-    for (int64_t k = 0; k < blocks; ++k) store8(dst + k * slot_stride, load_lanes(src, o0 + k * kLanes, m, channels));
+    for (int64_t k = k0; k < blocks; ++k) store8(dst + k * slot_stride, load_lanes(src, o0 + k * kLanes, m, channels));
 }
 
 // A partial last block's output row y (lanes channels from o) between [column][8] and
@@ -384,28 +388,24 @@ template <int KH, int KW, int SW>
 GK_INLINE void run_group_nhwc(const DwGeometry& g, const DwGeometry& staged, const NhwcGroup& ng,
                               const float* w, const float* bias, Finish f) {
   const float** ptrs = ng.row_ptrs;
-  if (ng.in_place) {
-    for (int64_t y = ng.oh0; y < ng.oh0 + ng.rows; ++y) {
-      const int64_t top = y * g.sh - g.pad_top;
-      for (int64_t k = 0; k < ng.blocks; ++k) {
-        const int64_t o = (ng.b0 + k) * kLanes;
-        for (int64_t i = 0; i < g.kh; ++i) {
-          const int64_t iy = top + i * g.dh;
-          ptrs[i] = iy >= 0 && iy < g.ih ? ng.in + iy * g.iw * ng.in_px + o : nullptr;
-        }
-        compute_row<KH, KW, SW>(g, ptrs, w + k * ng.taps * kLanes, load8(bias + k * kLanes), f,
-                                ng.out + y * g.ow * ng.out_px + o, ng.out_px, ng.in_px);
-      }
-    }
-    return;
-  }
+  const bool staging = ng.in_place_blocks < ng.blocks;
   int64_t next = 0;  // the next input row to stage
   for (int64_t y = ng.oh0; y < ng.oh0 + ng.rows; ++y) {
     const int64_t top = y * g.sh - g.pad_top;
+    for (int64_t k = 0; k < ng.in_place_blocks; ++k) {
+      const int64_t o = (ng.b0 + k) * kLanes;
+      for (int64_t i = 0; i < g.kh; ++i) {
+        const int64_t iy = top + i * g.dh;
+        ptrs[i] = iy >= 0 && iy < g.ih ? ng.in + iy * g.iw * ng.in_px + o : nullptr;
+      }
+      compute_row<KH, KW, SW>(g, ptrs, w + k * ng.taps * kLanes, load8(bias + k * kLanes), f,
+                              ng.out + y * g.ow * ng.out_px + o, ng.out_px, ng.in_px);
+    }
+    if (!staging) continue;
     const int64_t hi = std::min(g.ih, top + (g.kh - 1) * g.dh + 1);
     for (int64_t iy = std::max({next, top, int64_t(0)}); iy < hi; ++iy) stage_input_row(g, ng, iy);
     next = std::max(next, hi);
-    for (int64_t k = 0; k < ng.blocks; ++k) {
+    for (int64_t k = ng.in_place_blocks; k < ng.blocks; ++k) {
       for (int64_t i = 0; i < g.kh; ++i) {
         const int64_t iy = top + i * g.dh;
         ptrs[i] = iy >= 0 && iy < g.ih ? ng.ring + k * ng.ring_floats() + (iy % ng.ring_rows) * ng.padded_width * kLanes
@@ -580,7 +580,7 @@ class DepthwiseConv final : public Prepared {
       ng.out_channels = d.out_channels, ng.multiplier = g_.multiplier;
       ng.pad_left = g_.pad_left, ng.padded_width = nhwc_.iw;
       ng.ring_rows = ring_rows(), ng.taps = g_.kh * g_.kw;
-      ng.in_place = g_.multiplier == 1 && d.in_channels % kLanes == 0;
+
       ng.ring = block, ng.out_row = block + group_ * ng.ring_floats();
       ng.row_ptrs = reinterpret_cast<const float**>(ng.out_row + g_.ow * kLanes);
       zero_ring_padding(g_, ng, group_);
@@ -590,6 +590,7 @@ class DepthwiseConv final : public Prepared {
         ng.in = input + n * g_.ih * g_.iw * d.in_channels;
         ng.out = output + n * g_.oh * g_.ow * d.out_channels;
         ng.b0 = group * group_, ng.blocks = std::min(group_, blocks_ - ng.b0);
+        ng.in_place_blocks = g_.multiplier == 1 ? std::clamp<int64_t>(d.in_channels / kLanes - ng.b0, 0, ng.blocks) : 0;
         ng.oh0 = band * kNhwcBandRows, ng.rows = std::min(kNhwcBandRows, g_.oh - ng.oh0);
         BlockIo io;
         io.nhwc = &ng, io.nhwc_staged = &nhwc_;
