@@ -244,7 +244,9 @@ TEST(Conv, DepthwiseBothVectorizations) {
 // 127 (partial last blocks, groups of blocks and more than one group), multipliers 1..3,
 // kernels from 1x1 to 17 rows tall (more input rows than the 16 an NCHW band keeps
 // pointers for), strides 1..3, dilation 1..2, paddings 0..3, planes taller than one band of
-// output rows (16), batch 1..5, 1 and 2 threads.
+// output rows (16), batch 1..5, 1 and 2 threads. Then rows computed in segments of
+// columns through all blocks: rows wider than a segment (256 channels, 200 columns past
+// half of L2) and rows of more than 64 column pieces (9 and 40 channels, 550-700 columns).
 TEST(Conv, DepthwiseOnNhwcInPlace) {
   std::mt19937 rng(2207);
   auto pick = [&](int lo, int hi) { return int64_t(lo + int(rng() % unsigned(hi - lo + 1))); };
@@ -278,6 +280,29 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
     });
     gk_set_num_threads(0);
     if (HasFailure()) return;
+  }
+  struct Wide {
+    int64_t channels, width, kernel, stride;
+  };
+  for (const Wide& wide : {Wide{256, 200, 3, 1}, Wide{9, 700, 3, 1}, Wide{40, 1100, 5, 2}}) {
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.in_channels = d.out_channels = d.groups = wide.channels;
+    d.kernel_h = d.kernel_w = wide.kernel, d.stride_h = d.stride_w = wide.stride;
+    d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = wide.kernel / 2;
+    d.batch = 1, d.in_height = 5, d.in_width = wide.width;
+    d.layout = GK_LAYOUT_NHWC;
+    d.activation = GK_ACT_RELU;
+    gk::conv::Shape shape;
+    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
+    const ConvCase c = gktest::make_conv_case(d, true, uint32_t(2400 + wide.width));
+    const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(), c.bias.data(), 0);
+    ASSERT_TRUE(prepared);
+    gk_set_num_threads(1);
+    gktest::check_conv_run(c, "depthwise NHWC wide rows " + gktest::describe(d), [&](const float* in, float* out) {
+      EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
+    });
+    gk_set_num_threads(0);
   }
 }
 
@@ -602,8 +627,8 @@ TEST(Conv, Gemm1x1OnNhwcInPlace) {
 // that make whole panels and ones that do not; pixel counts that leave 0, 5, 4, 3 and 1
 // pixels past the 12-pixel tiles (each at batch 1, then at batch 2 and 3, the batch one
 // image); weights past half of L2 per panel, so the K blocks accumulate in the rows (two
-// threads splitting the panels); bias or none, each activation, 1 and 2 threads (adding to
-// the output: ConvResidual).
+// threads splitting the pixels, and for 3 pixels the panels); bias or none, each
+// activation, 1 and 2 threads (adding to the output: ConvResidual).
 TEST(Conv, PointwiseOnNhwcRowsInPlace) {
   struct Case {
     int64_t ic, oc, pixels;
@@ -619,6 +644,7 @@ TEST(Conv, PointwiseOnNhwcRowsInPlace) {
     cases.push_back({k_blocked, 64, 41, threads});
     cases.push_back({k_blocked, 61, 40, threads});
   }
+  cases.push_back({k_blocked, 64, 3, 2});
   int i = 0, tested = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo&) {
     if (!has_pointwise_kernels()) return;

@@ -121,6 +121,7 @@ class PointwiseNchw8 {
   };
   int64_t direct_lists_floats() const;  // a direct thread's taps and PixelList, in floats
   void run_gathered(const float* x, float* y, int threads, const Workspace& ws) const;
+  int64_t nhwc_chunk_pixels(int threads) const;
   void run_direct(const float* x, float* y, int threads, const Workspace& ws) const;
   void run_direct_row(const float* x, float* y, int64_t oh, int64_t* taps, float* stage, PixelList* border) const;
   void zero_padding_channels(float* y, int64_t p0, int64_t p1) const;
