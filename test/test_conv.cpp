@@ -627,8 +627,9 @@ TEST(Conv, Gemm1x1OnNhwcInPlace) {
 // that make whole panels and ones that do not; pixel counts that leave 0, 5, 4, 3 and 1
 // pixels past the 12-pixel tiles (each at batch 1, then at batch 2 and 3, the batch one
 // image); weights past half of L2 per panel, so the K blocks accumulate in the rows (two
-// threads splitting the pixels, and for 3 pixels the panels); bias or none, each
-// activation, 1 and 2 threads (adding to the output: ConvResidual).
+// threads splitting the pixels, and for 3 pixels the panels); 1024 input channels (each
+// chunk's rows copied apart); bias or none, each activation, 1 and 2 threads (adding to the
+// output: ConvResidual).
 TEST(Conv, PointwiseOnNhwcRowsInPlace) {
   struct Case {
     int64_t ic, oc, pixels;
@@ -645,6 +646,7 @@ TEST(Conv, PointwiseOnNhwcRowsInPlace) {
     cases.push_back({k_blocked, 61, 40, threads});
   }
   cases.push_back({k_blocked, 64, 3, 2});
+  for (int threads : {1, 2}) cases.push_back({1024, 61, 41, threads});  // rows copied (4 KiB apart)
   int i = 0, tested = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo&) {
     if (!has_pointwise_kernels()) return;

@@ -108,10 +108,14 @@ class PointwiseNchw8 {
   gk_pointwise_args block_args(const Panel& p, int64_t k0) const;
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
                  float* stage) const;
-  void run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, float* y, int64_t p0, int64_t p1,
+  void run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, int64_t a_row, float* y, int64_t p0, int64_t p1,
                       float* stage) const;
-  int64_t run_tiles_into_rows(const Panel& p, gk_pointwise_args args, const float* a, float* out,
+  int64_t run_tiles_into_rows(const Panel& p, gk_pointwise_args args, const float* a, int64_t a_row, float* out,
                               int64_t pixels) const;
+  bool nhwc_copies_rows() const;
+  int64_t nhwc_copied_row() const;
+  int64_t nhwc_rows_copy_floats() const;
+  void copy_nhwc_rows(const float* a, int64_t count, int64_t k0, float* dst) const;
   // The border pixels waiting for run_border, in a thread's workspace (no heap memory).
   struct PixelList {
     int64_t* data;
