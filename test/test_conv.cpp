@@ -241,12 +241,14 @@ TEST(Conv, DepthwiseBothVectorizations) {
 }
 
 // Depthwise on NHWC tensors runs where they are (no NCHW copies): channel counts from 1 to
-// 127 (partial last blocks, groups of blocks and more than one group), multipliers 1..3,
-// kernels from 1x1 to 17 rows tall (more input rows than the 16 an NCHW band keeps
-// pointers for), strides 1..3, dilation 1..2, paddings 0..3, planes taller than one band of
-// output rows (16), batch 1..5, 1 and 2 threads. Then rows computed in segments of
-// columns through all blocks: rows wider than a segment (256 channels, 200 columns past
-// half of L2) and rows of more than 64 column pieces (9 and 40 channels, 550-700 columns).
+// 127 (partial last blocks: staged under 8 channels, else a tail window; with a
+// multiplier, groups of blocks and more than one group), multipliers 1..3, kernels from
+// 1x1 to 17 rows tall (more input rows than the 16 an NCHW band keeps pointers for),
+// strides 1..3, dilation 1..2, paddings 0..3, planes taller than one band of output rows
+// (16), batch 1..5, 1 and 2 threads. Then rows computed in segments of
+// columns through all blocks: rows wider than a segment (1004 channels, a tail window, 200
+// columns past half of an L2 up to 2 MiB) and rows of more than 64 column pieces (9
+// channels at 700 columns; 40 channels at 550, stride 2), 1 and 2 threads.
 TEST(Conv, DepthwiseOnNhwcInPlace) {
   std::mt19937 rng(2207);
   auto pick = [&](int lo, int hi) { return int64_t(lo + int(rng() % unsigned(hi - lo + 1))); };
@@ -284,7 +286,8 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
   struct Wide {
     int64_t channels, width, kernel, stride;
   };
-  for (const Wide& wide : {Wide{256, 200, 3, 1}, Wide{9, 700, 3, 1}, Wide{40, 1100, 5, 2}}) {
+  int wide_case = 0;
+  for (const Wide& wide : {Wide{1004, 200, 3, 1}, Wide{9, 700, 3, 1}, Wide{40, 1100, 5, 2}}) {
     gk_conv_desc d;
     gk_conv_desc_init(&d);
     d.in_channels = d.out_channels = d.groups = wide.channels;
@@ -298,7 +301,7 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
     const ConvCase c = gktest::make_conv_case(d, true, uint32_t(2400 + wide.width));
     const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(), c.bias.data(), 0);
     ASSERT_TRUE(prepared);
-    gk_set_num_threads(1);
+    gk_set_num_threads(1 + wide_case++ % 2);
     gktest::check_conv_run(c, "depthwise NHWC wide rows " + gktest::describe(d), [&](const float* in, float* out) {
       EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
     });

@@ -6,7 +6,8 @@
 //
 // Each output row reads channel-interleaved input rows, [column][8 lanes]: in NCHW8 the
 // input itself; in NHWC too, 8 channels of each pixel read in place a pixel apart, where
-// the channels are whole blocks and one per output (else a ring of staged rows, below);
+// there is one input channel per output and 8 or more channels (a partial last block as
+// the window of the last 8), else from a ring of staged rows (below);
 // in NCHW a band of rows staged by 8 x 8 transposes of 8 planes' rows. The
 // columns whose taps all fall inside the row are swept 8 at a time (8 independent
 // accumulators keep both FMA pipes busy), every tap unrolled for 3x3 and 5x5; the few
@@ -17,7 +18,8 @@
 //
 // Layouts: NCHW, NHWC and NCHW8 run natively (NCHW8 only with one output per input
 // channel); others are converted to NCHW. Threads split the (image, channel block) pairs
-// (NHWC: the (image, band of rows, channel block) triples). Bias, the
+// (NHWC: (image, band of rows) pairs, all blocks in one item, or with a multiplier the
+// (image, band, group of blocks) triples). Bias, the
 // residual when adding to the output (NCHW: staged into the band first) and activation
 // are applied in registers before the store.
 #include <omp.h>
@@ -77,7 +79,8 @@ struct DwGeometry {
 // 14-wide inputs, one border column) 1.3x slower.
 constexpr int64_t kPaddedCopyMaxWidth = 8;
 
-// NHWC output rows per work item: a ring's first rows are staged again per band.
+// NHWC output rows per work item, at most (nhwc_band_rows): a ring's first rows are staged
+// again per band.
 constexpr int64_t kNhwcBandRows = 16;
 
 // The geometry of a channel block copied with its padding made explicit zeros: (pad_top +
@@ -344,7 +347,7 @@ struct NhwcGroup {
   int64_t ring_rows, taps;
   // The group's first blocks that are whole, with one input channel per output channel:
   // the kernels read the input rows in place, pixels in_px floats apart; the others are
-  // staged.
+  // staged, except a tail window (tail_w).
   int64_t in_place_blocks;
   // A partial last block read in place as the window of the last 8 channels (multiplier
   // 1, more than 8 channels): its weights and bias, the group's last block; nullptr: none.
@@ -475,7 +478,7 @@ GK_INLINE void run_group_nhwc(const DwGeometry& g, const DwGeometry& staged, con
     const int64_t hi = std::min(g.ih, top + (g.kh - 1) * g.dh + 1);
     for (int64_t iy = std::max({next, top, int64_t(0)}); iy < hi; ++iy) stage_input_row(g, ng, iy);
     next = std::max(next, hi);
-    for (int64_t k = ng.in_place_blocks; k < ng.blocks; ++k) {
+    for (int64_t k = ng.in_place_blocks; k < ng.blocks - (ng.tail_w ? 1 : 0); ++k) {
       for (int64_t i = 0; i < g.kh; ++i) {
         const int64_t iy = top + i * g.dh;
         ptrs[i] = iy >= 0 && iy < g.ih ? ng.ring + (k - ng.in_place_blocks) * ng.ring_floats() +
@@ -592,10 +595,10 @@ class DepthwiseConv final : public Prepared {
                    (d.pad_top || d.pad_left || d.pad_bottom || d.pad_right);
     padded_ = zero_padded(g_, d.pad_bottom, d.pad_right);
     nhwc_ = nhwc_staged(g_, d.pad_right);
-    // As many blocks per NHWC group as keep its ring in L1d, at least two (16 channels:
-    // each pixel's accesses a whole 64-byte line), at most 8. On a 32-channel 112x112
-    // layer (Xeon, 48 KiB L1d) 4 blocks (the whole 128-byte pixel) ran 0.44 ms, 2 blocks
-    // 0.53, 1 block 0.61-0.82.
+    // With a channel multiplier (staged blocks), as many blocks per NHWC group as keep
+    // its ring in L1d, at least two (16 channels: each pixel's accesses a whole 64-byte
+    // line), at most 8. On a 32-channel 112x112 layer (Xeon, 48 KiB L1d, all blocks
+    // staged then) 4 blocks ran 0.44 ms, 2 blocks 0.53, 1 block 0.61-0.82.
     group_ = std::clamp<int64_t>(caches().l1d / (ring_rows() * nhwc_.iw * kLanes * 4), 2, 8);
   }
 
@@ -683,13 +686,13 @@ class DepthwiseConv final : public Prepared {
       }
     });
   }
-  // NHWC output rows per work item: kNhwcBandRows, or (multiplier 1, in place: every
-  // channel block in one item) fewer, so that each thread gets about two bands; threads
-  // split rows, not channels, since splitting a pixel's channels between threads wrote
-  // the same cache lines from both (58 channels at 28x28 in groups of 2 blocks: 2 threads
-  // 0.029 ms, 1 thread 0.020).
+  // NHWC output rows per work item: kNhwcBandRows, or (multiplier 1 and 8 or more
+  // channels, in place: every channel block in one item) fewer, so that each thread gets
+  // about two bands; threads split rows, not channels, since splitting a pixel's channels
+  // between threads wrote the same cache lines from both (58 channels at 28x28 in groups
+  // of 2 blocks: 2 threads 0.029 ms, 1 thread 0.020). Staged rings keep whole bands.
   int64_t nhwc_band_rows(int threads, int64_t batch) const {
-    if (g_.multiplier != 1 || threads == 1) return kNhwcBandRows;
+    if (g_.multiplier != 1 || s_.d.in_channels < kLanes || threads == 1) return kNhwcBandRows;
     return std::clamp<int64_t>((g_.oh * batch + 2 * threads - 1) / (2 * threads), 1, kNhwcBandRows);
   }
   // Output columns per segment of the in-place blocks: their input, kh rows of the

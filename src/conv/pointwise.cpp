@@ -461,7 +461,7 @@ GK_POINTWISE_TARGET void PointwiseNchw8::run_tiles_nhwc(const Panel& p, int64_t 
       args.y = stage, args.tiles = whole / p.mr;
       p.fn(&args);
     }
-    if (whole < n) {  // the layer's last pixels
+    if (whole < n) {  // a chunk's last pixels
       const int64_t real = n - whole, row = round_up(rows, 8);
       for (int64_t i = 0; i < p.mr; ++i) {
         const int64_t copied = i < real ? rows : 0;
@@ -526,7 +526,8 @@ void PointwiseNchw8::run_gathered(const float* x, float* y, int threads, const W
   // Panel ranges: K blocks, enough to give every thread work; else the groups whose weights
   // share L2, and with few chunks a multiple of the threads, so each thread takes whole
   // groups of every chunk (a 7x7 image is one chunk: 3 groups ran 2:1 on two threads;
-  // 196 pixels in chunks of 60 split 120:76). NHWC splits only pixels (nhwc_chunk_pixels).
+  // 196 pixels in chunks of 60 split 120:76). NHWC splits pixels instead where there are
+  // enough (nhwc_chunk_pixels).
   int64_t ranges = blocked_k ? std::min(npanels, ceil_div(threads, chunks)) : min_groups_;
   if (!blocked_k && !nhwc_ && threads > 1 && chunks < 4 * threads) ranges = std::min(npanels, round_up(ranges, threads));
   const int64_t items = ranges * chunks;
@@ -573,10 +574,11 @@ GK_POINTWISE_TARGET void PointwiseNchw8::copy_nhwc_rows(const float* a, int64_t 
   for (int64_t i = 0; i < count; ++i) copy_run(dst + i * nhwc_copied_row(), a + i * ic, rows);
 }
 
-// Pixels per chunk. NHWC with few chunks for the threads: smaller chunks, up to 4 per
-// thread of at least 48 pixels, since threads computing different channels of the same
-// pixels write the same cache lines (24 -> 58 channels at 28x28, channels split on two
-// threads, ran 0.069 ms against 0.031 on one).
+// Pixels per chunk. NHWC with few chunks for the threads: smaller chunks, one per thread
+// and up to 4 while they keep 48 pixels, since threads computing different channels of
+// the same pixels write the same cache lines (24 -> 58 channels at 28x28, channels split
+// on two threads, ran 0.069 ms against 0.031 on one). Multiples of 4 pixels, not of every
+// MR: a 7x7 image splits 28:21, not 36:13, and the partial tiles run as rest_calls says.
 int64_t PointwiseNchw8::nhwc_chunk_pixels(int threads) const {
   const int64_t pixels = s_.pixels();
   if (!nhwc_ || threads == 1 || ceil_div(pixels, chunk_pixels_) >= 4 * threads) return chunk_pixels_;

@@ -145,7 +145,7 @@ class PointwiseNchw8 {
   int64_t channel_stride_;  // im2col rows per tap: in_channels below 8, else whole blocks
   std::vector<Panel> panels_;
   int64_t min_groups_;              // panel groups whose weights fit half of L2 (when weights_fit)
-  int64_t chunk_pixels_;            // pixels per work item (a multiple of every MR)
+  int64_t chunk_pixels_;            // pixels per work item (a multiple of every MR; NHWC may take fewer)
   int64_t k_block_;                 // rows per K block (k_rows_ when the weights fit)
   aligned_vector<float> w_, bias_;  // bias_ padded to the panels' width
   aligned_vector<float> zero_row_;  // direct: what taps above or below the image read
