@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "common/aligned_vector.h"
 #include "gemm_test_util.h"
 #include "gemmkit.h"
 #include "../perf/networks.h"
@@ -166,6 +167,18 @@ inline void check_conv_run(const ConvCase& c, const std::string& name,
   if (relative_bound > 0 && !(relative <= relative_bound))
     ADD_FAILURE() << name << ": max error " << max_err << " over max |output| " << max_ref << " = "
                   << relative << " > " << relative_bound;
+}
+
+// run(in, out) on 64-byte aligned copies of the input (in_floats) and the output
+// (out_floats, copied in first: a residual), the output copied back: the AVX-512 paths
+// that run only where each vector's pixels lie on whole cache lines (depthwise NHWC channel
+// pairs) run on these.
+inline void run_on_aligned_copies(const float* in, int64_t in_floats, float* out, int64_t out_floats,
+                                  const std::function<void(const float*, float*)>& run) {
+  const gk::aligned_vector<float> in_copy(in, in + in_floats);
+  gk::aligned_vector<float> out_copy(out, out + out_floats);
+  run(in_copy.data(), out_copy.data());
+  std::copy(out_copy.begin(), out_copy.end(), out);
 }
 
 // Runs `algo` through the public API (plan, run) and checks it as check_conv_run does.

@@ -309,6 +309,46 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
   }
 }
 
+// Depthwise NHWC whole blocks two at a time (16 lanes: AVX-512 CPUs, channel counts a
+// multiple of 16, 64-byte aligned tensors; elsewhere the same cases run 8 lanes): one to
+// ten pairs, 3x3 and 5x5 at strides 1 and 2 (sizes compiled in), 3x1 dilated and 2x2
+// (run-time sizes), outputs from 1 to past two 8-column blocks wide, padding or none,
+// every activation, with and without bias, batch 1..3, 1 and 2 threads.
+TEST(Conv, DepthwiseOnNhwcChannelPairs) {
+  struct Case {
+    int64_t channels, kh, kw, stride, dilation, pad, h, w, batch;
+  };
+  const Case cases[] = {{16, 3, 3, 1, 1, 1, 9, 13, 2},  {32, 3, 3, 2, 1, 1, 11, 29, 1}, {48, 5, 5, 1, 1, 2, 7, 21, 3},
+                        {144, 3, 3, 1, 1, 1, 6, 11, 1}, {32, 5, 5, 2, 1, 2, 12, 17, 2}, {16, 3, 1, 1, 2, 1, 9, 3, 1},
+                        {64, 3, 3, 1, 1, 0, 3, 3, 1},   {160, 3, 3, 2, 1, 1, 14, 14, 1}, {32, 2, 2, 1, 1, 0, 5, 20, 2}};
+  int i = 0;
+  for (const Case& t : cases) {
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = t.batch, d.in_channels = d.out_channels = d.groups = t.channels;
+    d.in_height = t.h, d.in_width = t.w, d.kernel_h = t.kh, d.kernel_w = t.kw;
+    d.stride_h = d.stride_w = t.stride, d.dilation_h = d.dilation_w = t.dilation;
+    d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = t.pad;
+    d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
+    gk::conv::Shape shape;
+    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
+    const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2500 + i));
+    const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
+                                                                   c.with_bias ? c.bias.data() : nullptr, 0);
+    ASSERT_TRUE(prepared);
+    gk_set_num_threads(1 + i++ % 2);
+    const int64_t in_floats = gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width);
+    const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
+    gktest::check_conv_run(c, "depthwise NHWC pairs " + gktest::describe(d), [&](const float* in, float* out) {
+      gktest::run_on_aligned_copies(in, in_floats, out, out_floats, [&](const float* x, float* y) {
+        EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
+      });
+    });
+    gk_set_num_threads(0);
+    if (HasFailure()) return;
+  }
+}
+
 // The direct algorithm's register tiles (algo_direct.cpp), forced, on every kernel this CPU
 // has (16 lanes, 4 vectors a tile, on AVX-512 where a row has more than 8 columns, else 8
 // lanes and 3 vectors; a CPU without AVX-512 runs only the second): output widths across

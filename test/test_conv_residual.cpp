@@ -460,6 +460,40 @@ TEST(ConvResidual, DepthwiseBothVectorizations) {
   gk_set_num_threads(0);
 }
 
+// Depthwise NHWC whole blocks in pairs (16 lanes on AVX-512 CPUs, on 64-byte aligned
+// tensors) adding to the output: 16 and 48 channels, strides 1 and 2, outputs 3, 13 and
+// 45 wide, 1 and 2 threads.
+TEST(ConvResidual, DepthwiseNhwcChannelPairs) {
+  int turn = 0;
+  for (int64_t c : {16, 48})
+    for (int64_t stride : {1, 2})
+      for (int64_t ow : {3, 13, 45}) {
+        gk_conv_desc d = conv(1 + turn % 2, c, 6, (ow - 1) * stride + 1, c, 3, stride, 1, c);
+        const Reference ref = make_reference(d, 700 + uint32_t(turn));
+        ASSERT_EQ(ref.c.ow, ow);
+        RunSetup st;
+        st.layout = GK_LAYOUT_NHWC, st.act = gk_activation(turn % 3), st.bias = turn % 2;
+        st.threads = 1 + turn / 2 % 2;
+        ++turn;
+        gk_set_num_threads(st.threads);
+        const gk_conv_desc dd = desc_for(ref, st);
+        gk::conv::Shape shape;
+        ASSERT_TRUE(gk::conv::validate(dd, &shape)) << gk_last_error();
+        const auto prepared =
+            gk::conv::depthwise_algorithm()->prepare(shape, ref.c.w.data(), st.bias ? ref.c.bias.data() : nullptr, 0);
+        ASSERT_TRUE(prepared);
+        const int64_t in_floats = gk_tensor_size(dd.layout, dd.batch, dd.in_channels, dd.in_height, dd.in_width);
+        const int64_t out_floats = gk_tensor_size(dd.layout, dd.batch, dd.out_channels, ref.c.oh, ref.c.ow);
+        check_run(ref, st, "depthwise NHWC pairs", [&](const float* in, float* out) {
+          gktest::run_on_aligned_copies(in, in_floats, out, out_floats, [&](const float* x, float* y) {
+            EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
+          });
+        });
+        if (HasFailure()) return gk_set_num_threads(0);
+      }
+  gk_set_num_threads(0);
+}
+
 // A plan that runs in another layout than its own converts the residual into its output
 // copy: the workspace it reports covers that copy.
 TEST(ConvResidual, WorkspaceCoversTheOutputCopy) {

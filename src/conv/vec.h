@@ -48,17 +48,38 @@ GK_INLINE void zero_padding_lanes(float* block, int64_t pixels, int64_t real) {
   }
 }
 
+// Vectors of any width (v8, or v16 in the AVX-512 functions): all lanes = s, loads and
+// stores of unaligned floats.
+template <typename V>
+GK_INLINE V splat(float s) {
+  V v;
+  for (size_t l = 0; l < sizeof(V) / sizeof(float); ++l) v[l] = s;
+  return v;
+}
+template <typename V>
+GK_INLINE V load_vec(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename V>
+GK_INLINE void store_vec(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
 // act(v) lane by lane: ReLU (a NaN becomes 0, as the kernels' vmaxps does) or ReLU6.
-GK_INLINE v8 activate8(v8 v, gk_activation act) {
+template <typename V>
+GK_INLINE V activate(V v, gk_activation act) {
   if (act == GK_ACT_NONE) return v;
-  const v8 zero = {};
+  const V zero = {};
   v = v > zero ? v : zero;
   if (act == GK_ACT_RELU6) {
-    const v8 six = splat8(6.0f);
+    const V six = splat<V>(6.0f);
     v = v < six ? v : six;
   }
   return v;
 }
+GK_INLINE v8 activate8(v8 v, gk_activation act) { return activate(v, act); }
 
 // How the algorithms that compute their outputs in C++ finish one: the value already at
 // the output added first when the plan adds to its output (Shape::adds_to_output(): the
@@ -68,10 +89,12 @@ struct Finish {
   gk_activation act;
   bool add;
 };
-GK_INLINE void finish8(float* out, v8 v, const Finish& f) {
-  if (f.add) v += load8(out);
-  store8(out, activate8(v, f.act));
+template <typename V>
+GK_INLINE void finish_vec(float* out, V v, const Finish& f) {
+  if (f.add) v += load_vec<V>(out);
+  store_vec(out, activate(v, f.act));
 }
+GK_INLINE void finish8(float* out, v8 v, const Finish& f) { finish_vec(out, v, f); }
 // The same for the first n lanes of v, lane l at out[l * stride] (a row's last columns).
 GK_INLINE void finish_lanes(float* out, int64_t stride, int64_t n, v8 v, const Finish& f) {
   if (f.add)
