@@ -46,6 +46,16 @@ inline bool nhwc_with_nchw8_form(const gk_conv_desc& d) {
   return d.layout == GK_LAYOUT_NHWC && !(d.flags & GK_CONV_FLAG_NCHW_INPUT);
 }
 
+// An NHWC descriptor reading an NCHW input (GK_CONV_FLAG_NCHW_INPUT) that the direct
+// engine serves, storing into the NHWC rows: under 8 input channels, not a 1x1 in place,
+// ungrouped, output channels in whole 8-channel blocks.
+inline bool nhwc_rows_from_nchw(const gk_conv_desc& d) {
+  const bool in_place = d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 && !d.pad_top &&
+                        !d.pad_left && !d.pad_bottom && !d.pad_right;
+  return d.layout == GK_LAYOUT_NHWC && (d.flags & GK_CONV_FLAG_NCHW_INPUT) && d.in_channels < 8 && !in_place &&
+         d.groups == 1 && d.out_channels % 8 == 0;
+}
+
 // Whether the NCHW8 engines run an NCHW descriptor (on NCHW8 copies): grouped ones, and
 // with AVX-512's pointwise kernels ungrouped ones of 8+ input channels larger than 1x1.
 inline bool nchw_with_nchw8_form(const gk_conv_desc& d) {
@@ -56,7 +66,7 @@ inline bool nchw_with_nchw8_form(const gk_conv_desc& d) {
 
 // Whether the NCHW8 engines run d's layout: NCHW8, NHWC or NCHW as above.
 inline bool engine_runs_layout(const gk_conv_desc& d) {
-  return d.layout == GK_LAYOUT_NCHW8 || nhwc_with_nchw8_form(d) || nchw_with_nchw8_form(d);
+  return d.layout == GK_LAYOUT_NCHW8 || nhwc_with_nchw8_form(d) || nhwc_rows_from_nchw(d) || nchw_with_nchw8_form(d);
 }
 
 // Whether the NCHW8 engines serve d's grouping: ungrouped, or up to 4 consecutive groups

@@ -32,11 +32,11 @@ Shape engine_image(const Shape& s) {
 class PointwisePrepared final : public Prepared {
  public:
   PointwisePrepared(const Shape& s, const float* weights, const float* bias)
-      : s_(engine_image(s)), engine_(pointwise_kernel(), s_, weights, bias) {}
+      : s_(engine_image(s)),
+        engine_(pointwise_kernel(), s_, weights, bias),
+        nhwc_out_(PointwiseNchw8::reads_nhwc(s_) || PointwiseNchw8::writes_nhwc_rows(s_)) {}
 
-  bool native_layout(gk_layout layout) const override {
-    return layout == (PointwiseNchw8::reads_nhwc(s_) ? GK_LAYOUT_NHWC : GK_LAYOUT_NCHW8);
-  }
+  bool native_layout(gk_layout layout) const override { return layout == (nhwc_out_ ? GK_LAYOUT_NHWC : GK_LAYOUT_NCHW8); }
   bool reads_nchw_input() const override { return engine_.reads_nchw_input(); }
   WorkspaceNeed need() const override { return {0, engine_.workspace_floats()}; }
 
@@ -47,7 +47,7 @@ class PointwisePrepared final : public Prepared {
     const bool planar_in = s_.in_layout == GK_LAYOUT_NCHW && engine_.reads_nchw_input();
     const bool nhwc = PointwiseNchw8::reads_nhwc(s_);
     const int64_t in_image = (planar_in || nhwc ? d.in_channels : round_up8(d.in_channels)) * d.in_height * d.in_width;
-    const int64_t out_image = (nhwc ? d.out_channels : round_up8(d.out_channels)) * pixels;
+    const int64_t out_image = (nhwc_out_ ? d.out_channels : round_up8(d.out_channels)) * pixels;
     const int threads = ws.cap(threads_for(2.0 * s_.ocg * pixels * s_.k_gemm));
     for (int64_t n = 0; n < d.batch; ++n) engine_.run(input + n * in_image, output + n * out_image, threads, ws);
   }
@@ -56,6 +56,7 @@ class PointwisePrepared final : public Prepared {
   static int64_t round_up8(int64_t c) { return (c + 7) / 8 * 8; }
   Shape s_;
   PointwiseNchw8 engine_;
+  bool nhwc_out_;  // NHWC rows out (reads_nhwc, writes_nhwc_rows), else NCHW8
 };
 
 // Grouped convolutions: `merge` consecutive groups make a super-group whose input and
@@ -174,10 +175,11 @@ std::unique_ptr<Prepared> prepare_engine(const Shape& s, const float* w, const f
   return engine_for(s, w, b);
 }
 
-// The shape the engines run: an NCHW8 one, or an NHWC one's NCHW8 form (on the copies of
-// prepare_in_layout), or an NCHW one's (prepare_engine); false when none.
+// The shape the engines run: an NCHW8 one, or an NHWC stem storing into its rows, or an
+// NHWC one's NCHW8 form (on the copies of prepare_in_layout), or an NCHW one's
+// (prepare_engine); false when none.
 bool engine_shape(const Shape& s, Shape* engine) {
-  if (s.d.layout == GK_LAYOUT_NCHW8) {
+  if (s.d.layout == GK_LAYOUT_NCHW8 || PointwiseNchw8::writes_nhwc_rows(s)) {
     *engine = s;
     return true;
   }

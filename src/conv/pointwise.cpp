@@ -85,6 +85,17 @@ bool PointwiseNchw8::reads_nhwc(const Shape& s) {
   return s.d.layout == GK_LAYOUT_NHWC && s.in_layout == GK_LAYOUT_NHWC && in_place(s);
 }
 
+// The panels cover the output channels rounded up to 8 (pointwise_panels): all real where
+// they are a multiple of 8.
+bool PointwiseNchw8::writes_nhwc_rows(const Shape& s) {
+  return s.d.layout == GK_LAYOUT_NHWC && s.in_layout == GK_LAYOUT_NCHW && s.d.groups == 1 && runs_direct(s) &&
+         s.d.out_channels % 8 == 0;
+}
+
+float* PointwiseNchw8::y_at(float* y, int64_t oc0, int64_t pixel) const {
+  return nhwc_out_ ? y + pixel * s_.d.out_channels + oc0 : y + (oc0 / 8 * s_.pixels() + pixel) * 8;
+}
+
 bool PointwiseNchw8::direct_on_blocks_serves(const Shape& s) {
   return s.in_layout == GK_LAYOUT_NCHW8 && s.d.in_channels % 8 == 0 && !in_place(s);
 }
@@ -108,6 +119,7 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   k_rows_ = weight_rows(s);
   channel_stride_ = channel_stride(s);
   planar_ = s.in_layout == GK_LAYOUT_NCHW && direct();
+  nhwc_out_ = writes_nhwc_rows(s);
   // Panels: one kernel width each (pointwise_panels).
   const int64_t padded = round_up(d.out_channels, 8);
   for (const PointwisePanel& panel : pointwise_panels(kernel, d.out_channels)) {
@@ -323,11 +335,19 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_dense_pixels_planar(const float*
 }
 
 // `pixels` pixels of `blocks` consecutive 8-channel blocks from src to dst (block strides
-// in floats): a partial tile's outputs staged in or out.
+// in floats; pixels 8 floats apart, or dst_pixel / src_pixel in NHWC rows): a partial
+// tile's outputs staged in or out.
 void copy_tile_pixels(float* dst, int64_t dst_block_stride, const float* src, int64_t src_block_stride, int blocks,
-                      int64_t pixels) {
-  for (int j = 0; j < blocks; ++j)
-    std::memcpy(dst + j * dst_block_stride, src + j * src_block_stride, static_cast<size_t>(pixels * 8) * 4);
+                      int64_t pixels, int64_t dst_pixel = 8, int64_t src_pixel = 8) {
+  for (int j = 0; j < blocks; ++j) {
+    float* d = dst + j * dst_block_stride;
+    const float* s = src + j * src_block_stride;
+    if (dst_pixel == 8 && src_pixel == 8) {
+      std::memcpy(d, s, static_cast<size_t>(pixels * 8) * 4);
+      continue;
+    }
+    for (int64_t i = 0; i < pixels; ++i) std::memcpy(d + i * dst_pixel, s + i * src_pixel, 32);
+  }
 }
 
 // Cycles per channel: a whole tile MR x NR / 16 (two FMAs a cycle); a pixel max(1, NR / 16,
@@ -508,7 +528,7 @@ void PointwiseNchw8::run(const float* x, float* y, int threads, const Workspace&
   threads = ws.cap(threads);
   if (direct()) {
     run_direct(x, y, threads, ws);
-    zero_padding_channels(y, 0, s_.pixels());
+    if (!nhwc_out_) zero_padding_channels(y, 0, s_.pixels());
   } else {
     run_gathered(x, y, threads, ws);
   }
@@ -629,7 +649,7 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
                                     PixelList* border) const {
   const gk_conv_desc& d = s_.d;
   const int64_t w = d.in_width, sw = d.stride_w, pl = d.pad_left;
-  const int64_t ih0 = oh * d.stride_h - d.pad_top, pixels = s_.pixels(), row = oh * s_.ow;
+  const int64_t ih0 = oh * d.stride_h - d.pad_top, row = oh * s_.ow;
   const int64_t lo = direct_lo_, hi = direct_hi_;
   const int64_t px = pixel_floats(), image_floats = this->image_floats();
   const DirectTaps dt = direct_taps();
@@ -665,32 +685,33 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
   gk_pointwise_args args;
   args.full_blocks = 0, args.tail_channels = dt.run;
   args.x_block_stride = 8, args.x_row_stride = sw * px, args.x_channel_stride = dt.step;
-  args.y_block_stride = pixels * 8;
+  const int64_t y_px = y_pixel_stride(), y_block = y_block_stride();
+  args.y_block_stride = y_block, args.y_row_stride = y_px;
   args.bias = nullptr, args.activation = activation_, args.accumulate = add_;
   args.tap_offsets = outside ? taps : row_taps_.data(), args.taps = d.kernel_h * dt.per_row;
   int64_t border_from = hi;  // the row's pixels from here on are border pixels
   for (const Panel& p : panels_) {
     args.w = w_.data() + p.weights;
     args.bias = has_bias_ ? bias_.data() + p.oc0 : nullptr;
-    float* out = y + (p.oc0 / 8) * pixels * 8 + row * 8;
+    float* out = y_at(y, p.oc0, row);
     args.tiles = (hi - lo) / p.mr;
     if (args.tiles > 0) {
       args.x = set_taps(lo * sw - pl);
-      args.y = out + lo * 8;
+      args.y = out + lo * y_px;
       p.fn(&args);
     }
     const int64_t ow = lo + args.tiles * p.mr, real = hi - ow;
     if (real == 0) continue;
     if (p.one_pixel_calls_pay(real, 0, dt.run)) {
       args.x = set_taps(ow * sw - pl);
-      args.tiles = real, args.y = out + ow * 8;
+      args.tiles = real, args.y = out + ow * y_px;
       p.one_row(&args);
       continue;
     }
     args.tiles = 1;
     if (hi - lo >= p.mr && !add_) {  // (adding, the pixels rewritten would add their residual twice)
       args.x = set_taps((hi - p.mr) * sw - pl);
-      args.y = out + (hi - p.mr) * 8;
+      args.y = out + (hi - p.mr) * y_px;
       p.fn(&args);
       continue;
     }
@@ -707,11 +728,11 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
       continue;
     }
     args.x = set_taps(ow * sw - pl);
-    if (add_) copy_tile_pixels(stage, p.mr * 8, out + ow * 8, pixels * 8, p.nr / 8, real);
-    args.y = stage, args.y_block_stride = p.mr * 8;
+    if (add_) copy_tile_pixels(stage, p.mr * 8, out + ow * y_px, y_block, p.nr / 8, real, 8, y_px);
+    args.y = stage, args.y_block_stride = p.mr * 8, args.y_row_stride = 8;
     p.fn(&args);
-    args.y_block_stride = pixels * 8;
-    copy_tile_pixels(out + ow * 8, pixels * 8, stage, p.mr * 8, p.nr / 8, real);
+    args.y_block_stride = y_block, args.y_row_stride = y_px;
+    copy_tile_pixels(out + ow * y_px, y_block, stage, p.mr * 8, p.nr / 8, real, y_px, 8);
   }
   for (int64_t ow = 0; ow < lo; ++ow) border->push_back(row + ow);
   for (int64_t ow = border_from; ow < s_.ow; ++ow) border->push_back(row + ow);
@@ -721,7 +742,6 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
 // and copied to their places.
 void PointwiseNchw8::run_border(const float* x, float* y, const int64_t* pixel, int64_t count, float* work,
                                 const Panel* first, const Panel* last) const {
-  const int64_t pixels = s_.pixels();
   float* rows = work + kStagedOutput;
   float* out = rows + kBorderPixels * dense_row_floats();
   if (planar_) {
@@ -741,13 +761,13 @@ void PointwiseNchw8::run_border(const float* x, float* y, const int64_t* pixel, 
     args.tiles = ceil_div(count, p.mr);
     // Pixel i's outputs of block j: at `out`'s (j, i), at y's (block, pixel[i]).
     auto batch_at = [&](int j, int64_t i) { return out + (j * kBorderPixels + i) * 8; };
-    auto y_at = [&](int j, int64_t i) { return y + ((p.oc0 / 8 + j) * pixels + pixel[i]) * 8; };
+    auto y_of = [&](int j, int64_t i) { return y_at(y, p.oc0 + j * 8, pixel[i]); };
     if (add_)  // the residual gathered in, where the kernel adds it
       for (int j = 0; j < p.nr / 8; ++j)
-        for (int64_t i = 0; i < count; ++i) std::memcpy(batch_at(j, i), y_at(j, i), 32);
+        for (int64_t i = 0; i < count; ++i) std::memcpy(batch_at(j, i), y_of(j, i), 32);
     p.fn(&args);
     for (int j = 0; j < p.nr / 8; ++j)
-      for (int64_t i = 0; i < count; ++i) std::memcpy(y_at(j, i), batch_at(j, i), 32);
+      for (int64_t i = 0; i < count; ++i) std::memcpy(y_of(j, i), batch_at(j, i), 32);
   }
 }
 

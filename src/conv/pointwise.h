@@ -41,6 +41,10 @@ class PointwiseNchw8 {
   // Whether `s` runs NHWC in and out: a 1x1 in place, the image's rows read in place, the
   // outputs stored into the NHWC rows (a panel past the last channel through a staged tile).
   static bool reads_nhwc(const Shape& s);
+  // Whether `s` runs direct from an NCHW input (an RGB stem, GK_CONV_FLAG_NCHW_INPUT) into
+  // an NHWC output, the outputs stored into the NHWC rows: ungrouped, whole 8-channel
+  // blocks of output channels (every panel's channels real).
+  static bool writes_nhwc_rows(const Shape& s);
   // Whether `s` can run direct on whole channel blocks (direct_on_blocks): NCHW8 input,
   // channels a multiple of 8, not a 1x1 in place.
   static bool direct_on_blocks_serves(const Shape& s);
@@ -55,7 +59,8 @@ class PointwiseNchw8 {
                  bool direct_on_blocks = false);
 
   // One image, y NCHW8 and x NCHW8, or NCHW where reads_nchw_input(), or both NHWC where
-  // reads_nhwc(); the padding channels of an NCHW8 y's last block are zeroed.
+  // reads_nhwc(), or y NHWC where writes_nhwc_rows(); the padding channels of an NCHW8 y's
+  // last block are zeroed.
   // ws: one block of workspace_floats() per thread (threads <= ws.threads).
   void run(const float* x, float* y, int threads, const Workspace& ws) const;
   // Under 8 input channels with an NCHW input (GK_CONV_FLAG_NCHW_INPUT): the image's planes
@@ -105,6 +110,11 @@ class PointwiseNchw8 {
   int64_t tap_float(int64_t a) const;
   int64_t zero_row_float(int64_t a) const;
   int64_t image_floats() const;  // one image's input
+  // Where output channel oc0's block of pixel `pixel` lies (y: one image's output), and the
+  // floats between a block's pixels and between a pixel's blocks: NCHW8, or NHWC rows.
+  float* y_at(float* y, int64_t oc0, int64_t pixel) const;
+  int64_t y_pixel_stride() const { return nhwc_out_ ? s_.d.out_channels : 8; }
+  int64_t y_block_stride() const { return nhwc_out_ ? 8 : s_.pixels() * 8; }
   gk_pointwise_args block_args(const Panel& p, int64_t k0) const;
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
                  float* stage) const;
@@ -140,6 +150,7 @@ class PointwiseNchw8 {
   bool direct_;
   bool nhwc_;    // reads_nhwc
   bool planar_;  // direct, on an NCHW input
+  bool nhwc_out_;  // writes_nhwc_rows
   int64_t in_blocks_, taps_;
   int64_t k_rows_;          // rows of a panel's weights: in_channels, or taps x channel_stride_
   int64_t channel_stride_;  // im2col rows per tap: in_channels below 8, else whole blocks
