@@ -179,15 +179,15 @@ inline void check_conv_run(const ConvCase& c, const std::string& name,
                   << relative << " > " << relative_bound;
 }
 
-// run(in, out) on 64-byte aligned copies of the input (in_floats) and the output
-// (out_floats, copied in first: a residual), the output copied back: the AVX-512 paths
-// that run only where each vector's pixels lie on whole cache lines (depthwise NHWC channel
-// pairs) run on these.
-inline void run_on_aligned_copies(const float* in, int64_t in_floats, float* out, int64_t out_floats,
+// run(in, out) with the output on a 64-byte aligned copy (out_floats, copied in first: a
+// residual) copied back; the input must be aligned already (a GuardedFloats of a multiple
+// of 16 floats, which keeps its guard page): the AVX-512 paths that run only where each
+// vector's pixels lie on whole cache lines (depthwise NHWC channel pairs) run on these.
+inline void run_on_aligned_output(const float* in, float* out, int64_t out_floats,
                                   const std::function<void(const float*, float*)>& run) {
-  const gk::aligned_vector<float> in_copy(in, in + in_floats);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(in) % 64, 0u) << "the input is not 64-byte aligned";
   gk::aligned_vector<float> out_copy(out, out + out_floats);
-  run(in_copy.data(), out_copy.data());
+  run(in, out_copy.data());
   std::copy(out_copy.begin(), out_copy.end(), out);
 }
 

@@ -309,18 +309,64 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
   }
 }
 
+// NHWC stems (under 8 input channels, output channels in whole 8-channel blocks) run
+// direct_nchw8 from an NCHW copy of the image, storing into the output's NHWC rows: no
+// NCHW8 output copy in the workspace. 2 and 3 input channels, 8 to 64 outputs, 3x3, 5x5
+// dilated and 7x7 kernels, strides 1 and 2, batch 1..3, AUTO and forced, 1 and 2 threads
+// (each kernel of the CPU: its pointwise kernels store at the row's pixel stride).
+TEST(Conv, NhwcStemsStoreIntoTheRows) {
+  struct Stem {
+    int64_t c, h, w, k, kernel, stride, pad, dilation, batch;
+  };
+  const Stem stems[] = {{3, 30, 31, 16, 3, 2, 1, 1, 3}, {3, 40, 41, 24, 7, 2, 3, 1, 1}, {3, 20, 20, 32, 3, 1, 1, 1, 2},
+                        {2, 17, 23, 8, 5, 1, 4, 2, 2},  {3, 45, 47, 64, 3, 2, 1, 1, 1}};
+  int i = 0;
+  gktest::for_each_kernel([&](const gk::KernelInfo&) {
+    if (!gk::pointwise_kernel().pointwise[0].fn) return;  // no engine (the generic kernel)
+    for (const Stem& t : stems)
+      for (gk_conv_algo algo : {GK_CONV_ALGO_AUTO, GK_CONV_ALGO_DIRECT_NCHW8}) {
+        gk_conv_desc d;
+        gk_conv_desc_init(&d);
+        d.batch = t.batch, d.in_channels = t.c, d.in_height = t.h, d.in_width = t.w, d.out_channels = t.k;
+        d.kernel_h = d.kernel_w = t.kernel, d.stride_h = d.stride_w = t.stride;
+        d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = t.pad, d.dilation_h = d.dilation_w = t.dilation;
+        d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
+        const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2600 + i));
+        gk_set_num_threads(1 + i++ % 2);
+        SCOPED_TRACE(gktest::describe(d));
+        // Its workspace: the NCHW8 plan's reading the NCHW image in place, plus the input's
+        // NCHW copy (each part rounded to a 64-byte line), not an NCHW8 output copy too.
+        gk_conv_desc d8 = d;
+        d8.layout = GK_LAYOUT_NCHW8, d8.flags = GK_CONV_FLAG_NCHW_INPUT;
+        gk_conv_plan *plan = nullptr, *plan8 = nullptr;
+        ASSERT_EQ(gk_conv_plan_create(&d, c.w.data(), c.bias.data(), algo, &plan), GK_OK) << gk_last_error();
+        ASSERT_EQ(gk_conv_plan_create(&d8, c.w.data(), c.bias.data(), algo, &plan8), GK_OK) << gk_last_error();
+        EXPECT_STREQ(gk_conv_plan_algo_name(plan), "direct_nchw8");
+        EXPECT_LE(gk_conv_plan_workspace_size(plan),
+                  gk_conv_plan_workspace_size(plan8) + 4 * (d.batch * d.in_channels * d.in_height * d.in_width + 16));
+        gk_conv_plan_destroy(plan);
+        gk_conv_plan_destroy(plan8);
+        EXPECT_EQ(gktest::check_conv(c, algo), "direct_nchw8");
+        gk_set_num_threads(0);
+        if (HasFailure()) return;
+      }
+  });
+}
+
 // Depthwise NHWC whole blocks two at a time (16 lanes: AVX-512 CPUs, channel counts a
 // multiple of 16, 64-byte aligned tensors; elsewhere the same cases run 8 lanes): one to
-// ten pairs, 3x3 and 5x5 at strides 1 and 2 (sizes compiled in), 3x1 dilated and 2x2
-// (run-time sizes), outputs from 1 to past two 8-column blocks wide, padding or none,
-// every activation, with and without bias, batch 1..3, 1 and 2 threads.
+// 64 pairs, 3x3 and 5x5 at strides 1 and 2 (sizes compiled in), 3x3 and 5x5 dilated, 3x1
+// dilated and 2x2 (run-time sizes), outputs from 1 to past two 8-column blocks wide, rows
+// in several segments (1024 channels, 300 columns), padding or none, every activation,
+// with and without bias, batch 1..3; the odd cases large enough for 2 threads.
 TEST(Conv, DepthwiseOnNhwcChannelPairs) {
   struct Case {
     int64_t channels, kh, kw, stride, dilation, pad, h, w, batch;
   };
-  const Case cases[] = {{16, 3, 3, 1, 1, 1, 9, 13, 2},  {32, 3, 3, 2, 1, 1, 11, 29, 1}, {48, 5, 5, 1, 1, 2, 7, 21, 3},
-                        {144, 3, 3, 1, 1, 1, 6, 11, 1}, {32, 5, 5, 2, 1, 2, 12, 17, 2}, {16, 3, 1, 1, 2, 1, 9, 3, 1},
-                        {64, 3, 3, 1, 1, 0, 3, 3, 1},   {160, 3, 3, 2, 1, 1, 14, 14, 1}, {32, 2, 2, 1, 1, 0, 5, 20, 2}};
+  const Case cases[] = {{16, 3, 3, 1, 1, 1, 9, 13, 2},   {32, 3, 3, 2, 1, 1, 30, 29, 2},    {48, 5, 5, 1, 1, 2, 7, 21, 3},
+                        {144, 3, 3, 1, 1, 1, 28, 28, 1}, {32, 5, 5, 2, 1, 2, 12, 17, 2},    {64, 3, 3, 1, 2, 2, 20, 20, 1},
+                        {64, 3, 3, 1, 1, 0, 3, 3, 1},    {160, 3, 3, 2, 1, 1, 28, 28, 1},   {32, 2, 2, 1, 1, 0, 5, 20, 2},
+                        {1024, 3, 3, 1, 1, 1, 4, 300, 1}, {16, 3, 1, 1, 2, 1, 9, 3, 1},     {32, 5, 5, 1, 2, 4, 30, 30, 1}};
   int i = 0;
   for (const Case& t : cases) {
     gk_conv_desc d;
@@ -337,10 +383,9 @@ TEST(Conv, DepthwiseOnNhwcChannelPairs) {
                                                                    c.with_bias ? c.bias.data() : nullptr, 0);
     ASSERT_TRUE(prepared);
     gk_set_num_threads(1 + i++ % 2);
-    const int64_t in_floats = gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width);
     const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
     gktest::check_conv_run(c, "depthwise NHWC pairs " + gktest::describe(d), [&](const float* in, float* out) {
-      gktest::run_on_aligned_copies(in, in_floats, out, out_floats, [&](const float* x, float* y) {
+      gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {
         EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
       });
     });

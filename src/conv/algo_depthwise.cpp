@@ -79,7 +79,7 @@ struct DwGeometry {
 // 14-wide inputs, one border column) 1.3x slower.
 constexpr int64_t kPaddedCopyMaxWidth = 8;
 
-// NHWC output rows per work item, at most (nhwc_band_rows): a ring's first rows are staged
+// NHWC output rows per work item, at most (nhwc_bands): a ring's first rows are staged
 // again per band.
 constexpr int64_t kNhwcBandRows = 16;
 
@@ -428,15 +428,15 @@ GK_INLINE void set_in_place_rows(const DwGeometry& g, const NhwcGroup& ng, int64
 
 // Output row y of the group's in-place blocks and tail window, a segment of columns at a
 // time through all of them: the segment's input (its kh rows, the group's channels) stays in L2 while each
-// block reads its 32 bytes of every pixel, so each cache line comes from L3 or memory
+// block (or pair) reads its 32 (64) bytes of every pixel, so each cache line comes from L3 or memory
 // once, not once per group of blocks (groups of 2-8 blocks over bands of 16 rows ran
-// 1.4-2x their NCHW8 time on MobileNetV2's 56x56 and 112x112 layers). W: v16 in the
+// 1.4-2x their NCHW8 time on MobileNetV2's 56x56 and 112x112 layers). Wide: v16 in the
 // AVX-512 functions, which run the whole blocks two at a time (16 channels: each pixel's
 // load a whole 64-byte line), else v8.
-template <typename W, int KH, int KW, int SW>
+template <typename Wide, int KH, int KW, int SW>
 GK_INLINE void compute_in_place_row(const DwGeometry& g, const NhwcGroup& ng, int64_t y, const float* w,
                                     const float* bias, Finish f) {
-  constexpr int64_t kWide = kVecLanes<W>;
+  constexpr int64_t kWide = kVecLanes<Wide>;
   constexpr int64_t kMaxPieces = 64;
   int64_t xs[kMaxPieces], ns[kMaxPieces];
   const float** ptrs = ng.row_ptrs;
@@ -456,9 +456,9 @@ GK_INLINE void compute_in_place_row(const DwGeometry& g, const NhwcGroup& ng, in
         const int64_t o = (ng.b0 + k) * kLanes;
         set_in_place_rows(g, ng, top, o);
         const float* wk = ng.pair_w + k / 2 * ng.taps * kWide;
-        const W bk = load_vec<W>(ng.pair_bias + k / 2 * kWide);
+        const Wide bk = load_vec<Wide>(ng.pair_bias + k / 2 * kWide);
         for (int64_t p = 0; p < count; ++p)
-          compute_piece<W, KH, KW, SW>(g, ptrs, wk, bk, f, xs[p], ns[p], out_row + o, ng.out_px, ng.in_px);
+          compute_piece<Wide, KH, KW, SW>(g, ptrs, wk, bk, f, xs[p], ns[p], out_row + o, ng.out_px, ng.in_px);
       }
     for (; k < ng.in_place_blocks; ++k) {
       const int64_t o = (ng.b0 + k) * kLanes;
@@ -490,7 +490,7 @@ GK_INLINE void compute_in_place_row(const DwGeometry& g, const NhwcGroup& ng, in
 // output (at its pixel stride: a store per 9 FMAs for 3x3, where a copy of each output
 // row cost a third of the time of a 32-channel 28x28 layer); a partial last block goes
 // through a [column][8] row.
-template <typename W, int KH, int KW, int SW>
+template <typename Wide, int KH, int KW, int SW>
 GK_INLINE void run_group_nhwc(const DwGeometry& g, const DwGeometry& staged, const NhwcGroup& ng,
                               const float* w, const float* bias, Finish f) {
   const float** ptrs = ng.row_ptrs;
@@ -498,7 +498,7 @@ GK_INLINE void run_group_nhwc(const DwGeometry& g, const DwGeometry& staged, con
   int64_t next = 0;  // the next input row to stage
   for (int64_t y = ng.oh0; y < ng.oh0 + ng.rows; ++y) {
     const int64_t top = y * g.sh - g.pad_top;
-    if (ng.in_place_blocks || ng.tail_w) compute_in_place_row<W, KH, KW, SW>(g, ng, y, w, bias, f);
+    if (ng.in_place_blocks || ng.tail_w) compute_in_place_row<Wide, KH, KW, SW>(g, ng, y, w, bias, f);
     if (!staging) continue;
     const int64_t hi = std::min(g.ih, top + (g.kh - 1) * g.dh + 1);
     for (int64_t iy = std::max({next, top, int64_t(0)}); iy < hi; ++iy) stage_input_row(g, ng, iy);
@@ -534,10 +534,10 @@ GK_INLINE void copy_into_padding(const BlockIo& io) {
   }
 }
 
-template <typename W, int KH, int KW, int SW>
+template <typename Wide, int KH, int KW, int SW>
 GK_INLINE void run_block(const DwGeometry& g, const BlockIo& io, const float* w, const float* bias_lanes, Finish f,
                          float* staged, float* band_out) {
-  if (io.nhwc) return run_group_nhwc<W, KH, KW, SW>(g, *io.nhwc_staged, *io.nhwc, w, bias_lanes, f);
+  if (io.nhwc) return run_group_nhwc<Wide, KH, KW, SW>(g, *io.nhwc_staged, *io.nhwc, w, bias_lanes, f);
   const v8 bias = load8(bias_lanes);
   if (io.in_blocked && io.out_blocked) {
     const float* in = io.in_blocked;
@@ -583,11 +583,20 @@ __attribute__((target("avx512f,avx2,fma"))) void block_avx512(const DwGeometry& 
 }
 #endif
 
-// wide: the function for NHWC plans that may run the in-place blocks in pairs.
+// Whether the AVX-512 functions run: on the active kernel's ISA.
+bool avx512_functions() {
+#if defined(__x86_64__)
+  return active_config().kernel->simd == SimdLevel::Avx512;
+#else
+  return false;
+#endif
+}
+
+// wide: the function for NHWC plans that run the in-place blocks in pairs.
 template <int KH, int KW, int SW>
 BlockFn block_fn(bool wide) {
 #if defined(__x86_64__)
-  if (wide && active_config().kernel->simd == SimdLevel::Avx512) return block_avx512<KH, KW, SW>;
+  if (wide) return block_avx512<KH, KW, SW>;
   if (conv_config().kernel->simd != SimdLevel::Baseline) return block_avx2<KH, KW, SW>;
 #endif
   (void)wide;
@@ -631,7 +640,8 @@ class DepthwiseConv final : public Prepared {
     // addresses): a 16-lane load split across two lines cost more than two 8-lane loads
     // (Zen 5, 1 thread, ms, pairs / 8 lanes: 144 channels at 56x56 from 16-byte aligned
     // tensors 0.173 / 0.138; 116 channels at 14x14 0.0084 / 0.0075).
-    const bool pairs = s.d.layout == GK_LAYOUT_NHWC && g_.multiplier == 1 && s.d.in_channels % (2 * kLanes) == 0;
+    const bool pairs = avx512_functions() && s.d.layout == GK_LAYOUT_NHWC && g_.multiplier == 1 &&
+                       s.d.in_channels % (2 * kLanes) == 0;
     if (pairs) pack_pairs();
     fn_ = pick_block_fn(g_, pairs);
     const gk_conv_desc& d = s.d;
@@ -699,7 +709,7 @@ class DepthwiseConv final : public Prepared {
     const gk_conv_desc& d = s_.d;
     const bool lines_aligned = (reinterpret_cast<uintptr_t>(input) | reinterpret_cast<uintptr_t>(output)) % 64 == 0;
     const int threads = ws.cap(threads_for(s_.flops(), kDepthwiseFlopsPerExtraThread));
-    const int64_t band_rows = nhwc_band_rows(threads, d.batch), bands = (g_.oh + band_rows - 1) / band_rows;
+    const int64_t bands = nhwc_bands(threads, d.batch);
     const int64_t group = g_.multiplier == 1 ? blocks_ : group_, groups = (blocks_ + group - 1) / group;
     const int64_t items = d.batch * bands * groups;
     parallel_region(threads, [&] {
@@ -725,7 +735,7 @@ class DepthwiseConv final : public Prepared {
         ng.tail_w = tail ? tail_w_.data() : nullptr, ng.tail_bias = tail ? tail_bias_.data() : nullptr;
         const bool pairs = !pair_w_.empty() && ng.b0 == 0 && lines_aligned;
         ng.pair_w = pairs ? pair_w_.data() : nullptr, ng.pair_bias = pairs ? pair_bias_.data() : nullptr;
-        ng.oh0 = band * band_rows, ng.rows = std::min(band_rows, g_.oh - ng.oh0);
+        ng.oh0 = band * g_.oh / bands, ng.rows = (band + 1) * g_.oh / bands - ng.oh0;
         BlockIo io;
         io.nhwc = &ng, io.nhwc_staged = &nhwc_;
         fn_(g_, io, &w_[size_t(ng.b0 * ng.taps * kLanes)], &bias_[size_t(ng.b0 * kLanes)],
@@ -746,14 +756,20 @@ class DepthwiseConv final : public Prepared {
         std::copy_n(&bias_[size_t(b * kLanes)], kLanes, &pair_bias_[size_t((2 * p + half) * kLanes)]);
       }
   }
-  // NHWC output rows per work item: kNhwcBandRows, or (multiplier 1 and 8 or more
-  // channels, in place: every channel block in one item) fewer, so that each thread gets
-  // about two bands; threads split rows, not channels, since splitting a pixel's channels
-  // between threads wrote the same cache lines from both (58 channels at 28x28 in groups
-  // of 2 blocks: 2 threads 0.029 ms, 1 thread 0.020). Staged rings keep whole bands.
-  int64_t nhwc_band_rows(int threads, int64_t batch) const {
-    if (g_.multiplier != 1 || s_.d.in_channels < kLanes || threads == 1) return kNhwcBandRows;
-    return std::clamp<int64_t>((g_.oh * batch + 2 * threads - 1) / (2 * threads), 1, kNhwcBandRows);
+  // NHWC bands of output rows per image, band b rows [b * oh / bands, (b + 1) * oh / bands):
+  // of at most kNhwcBandRows rows, or (multiplier 1 and 8 or more channels, in place:
+  // every channel block in one item) with several threads about two bands per thread, the
+  // items a multiple of the threads where there are rows enough (112 rows in 7 bands of 16
+  // ran 4:3 on two threads). Threads split rows, not channels, since splitting a pixel's
+  // channels between threads wrote the same cache lines from both (58 channels at 28x28 in
+  // groups of 2 blocks: 2 threads 0.029 ms, 1 thread 0.020). Staged rings keep the fewest
+  // bands.
+  int64_t nhwc_bands(int threads, int64_t batch) const {
+    const int64_t fewest = (g_.oh + kNhwcBandRows - 1) / kNhwcBandRows;
+    if (g_.multiplier != 1 || s_.d.in_channels < kLanes || threads == 1) return fewest;
+    int64_t bands = std::max(fewest, (2 * threads + batch - 1) / batch);
+    if (batch * bands % threads) bands = (bands + threads - 1) / threads * threads;
+    return std::min(bands, g_.oh);
   }
   // Output columns per segment of the in-place blocks: their input, kh rows of the
   // group's channels, in half of L2 (whole rows on the five networks); at least one block

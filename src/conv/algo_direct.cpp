@@ -99,19 +99,6 @@ DirectGeometry direct_geometry(const Shape& s, int64_t lanes, int64_t tile_vecto
   return g;
 }
 
-template <class V>
-GK_INLINE V splat(float s) {
-  V v;
-  for (size_t l = 0; l < sizeof(V) / sizeof(float); ++l) v[l] = s;
-  return v;
-}
-template <class V>
-GK_INLINE V load(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
 // Elements 0, 2, 4, ... of the 2L floats a, b (V of L lanes): one permute of two sources.
 template <class V>
 GK_INLINE V even_lanes(V a, V b) {
@@ -128,7 +115,7 @@ GK_INLINE int64_t even_columns(const float* src, int64_t first_col, int64_t iw, 
   constexpr int64_t L = sizeof(V) / sizeof(float);
   for (; i + L <= hi && (i + L) * 2 + first_col <= iw; i += L) {
     const float* at = src + i * 2 + first_col;
-    const V v = even_lanes(load<V>(at), load<V>(at + L));
+    const V v = even_lanes(load_vec<V>(at), load_vec<V>(at + L));
     std::memcpy(phase + i, &v, sizeof v);
   }
   return i;
@@ -177,18 +164,6 @@ GK_INLINE void build_panel(const DirectGeometry& g, const float* x, int64_t c0, 
 }
 
 
-template <class V>
-GK_INLINE V activate(V v, gk_activation act) {
-  if (act == GK_ACT_NONE) return v;
-  const V zero = {};
-  v = v > zero ? v : zero;  // NaN -> 0, as the GEMM kernels' vmaxps
-  if (act == GK_ACT_RELU6) {
-    const V six = splat<V>(6.0f);
-    v = v < six ? v : six;
-  }
-  return v;
-}
-
 // How a tile is stored: its sums plus the bias (first chunk of input channels; onto the
 // residual when adding to the output) or plus the partial sums already stored (later
 // chunks); the activation after the last chunk.
@@ -204,7 +179,7 @@ GK_INLINE void store_vector(float* out, V v, float bias, const TileStore& t, int
   constexpr int64_t L = sizeof(V) / sizeof(float);
   if (t.first) v += splat<V>(bias);
   if (n == L) {
-    if (t.reads_output()) v += load<V>(out);
+    if (t.reads_output()) v += load_vec<V>(out);
     if (t.last) v = activate(v, t.act);
     std::memcpy(out, &v, sizeof v);
     return;
@@ -242,7 +217,7 @@ GK_INLINE void tile(const DirectGeometry& g, const float* panel, int64_t cc, con
 #pragma GCC unroll 4
         for (int j = 0; j < NR; ++j)
 #pragma GCC unroll 4
-          for (int v = 0; v < NC; ++v) xv[j][v] = load<V>(in + j * row_step + v * L);
+          for (int v = 0; v < NC; ++v) xv[j][v] = load_vec<V>(in + j * row_step + v * L);
 #pragma GCC unroll 4
         for (int o = 0; o < kOcBlock; ++o) {
           const V wv = splat<V>(w[o]);

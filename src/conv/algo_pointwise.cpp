@@ -226,6 +226,7 @@ class DirectAlgorithm final : public Algorithm {
  public:
   gk_conv_algo id() const override { return GK_CONV_ALGO_DIRECT_NCHW8; }
   const char* name() const override { return "direct_nchw8"; }
+  bool runs_nhwc(const Shape& s) const override { return PointwiseNchw8::writes_nhwc_rows(s); }
   std::string unusable_reason(const Shape& s) const override {
     const std::string why = engine_unusable(s);
     if (!why.empty()) return why;

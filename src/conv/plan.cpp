@@ -224,8 +224,9 @@ namespace {
 // reads an NCHW copy and writes the plan's output itself.
 class ThroughNchw8 final : public Prepared {
  public:
-  // inner: prepared for the NCHW8 form; it reads an NCHW copy of the input where the form's
-  // input is NCHW and inner reads that in place (a stem), else an NCHW8 one.
+  // inner: prepared for `form`, outer's NCHW8 form or its NHWC stem form (whose layout is
+  // outer's: inner writes the output itself); it reads an NCHW copy of the input where the
+  // form's input is NCHW and inner reads that in place (a stem), else an NCHW8 one.
   ThroughNchw8(const Shape& outer, const Shape& form, std::unique_ptr<Prepared> inner)
       : s_(outer),
         inner_(std::move(inner)),
@@ -290,17 +291,19 @@ bool nchw8_form(const Shape& s, Shape* s8) {
 // writes the NHWC output itself (the direct engine, into the rows): without the NCHW8
 // output's copy, MobileNetV2's stem on Zen 5 took 0.19 / 0.24 ms against NCHW8's 0.12 /
 // 0.067 (1 / 2 threads).
-static bool nhwc_stem_form(const Shape& s, Shape* stem) {
+namespace {
+bool nhwc_stem_form(const Shape& s, Shape* stem) {
   if (s.d.layout != GK_LAYOUT_NHWC || s.in_layout != GK_LAYOUT_NHWC || s.d.in_channels >= 8) return false;
   gk_conv_desc d = s.d;
   d.flags |= GK_CONV_FLAG_NCHW_INPUT;
   return validate(d, stem);
 }
+}  // namespace
 
 std::unique_ptr<Prepared> prepare_in_layout(const Algorithm& a, const Shape& s, const float* weights,
                                             const float* bias, int64_t tuning) {
   Shape stem;
-  if (nhwc_stem_form(s, &stem) && a.unusable_reason(stem).empty()) {
+  if (nhwc_stem_form(s, &stem) && a.runs_nhwc(stem) && a.unusable_reason(stem).empty()) {
     std::unique_ptr<Prepared> p = a.prepare(stem, weights, bias, tuning);
     if (p && p->native_layout(GK_LAYOUT_NHWC) && p->reads_nchw_input()) return through_nchw8(s, stem, std::move(p));
   }

@@ -93,7 +93,7 @@ bool PointwiseNchw8::writes_nhwc_rows(const Shape& s) {
 }
 
 float* PointwiseNchw8::y_at(float* y, int64_t oc0, int64_t pixel) const {
-  return nhwc_out_ ? y + pixel * s_.d.out_channels + oc0 : y + (oc0 / 8 * s_.pixels() + pixel) * 8;
+  return direct_nhwc_rows_ ? y + pixel * s_.d.out_channels + oc0 : y + (oc0 / 8 * s_.pixels() + pixel) * 8;
 }
 
 bool PointwiseNchw8::direct_on_blocks_serves(const Shape& s) {
@@ -119,7 +119,7 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   k_rows_ = weight_rows(s);
   channel_stride_ = channel_stride(s);
   planar_ = s.in_layout == GK_LAYOUT_NCHW && direct();
-  nhwc_out_ = writes_nhwc_rows(s);
+  direct_nhwc_rows_ = writes_nhwc_rows(s);
   // Panels: one kernel width each (pointwise_panels).
   const int64_t padded = round_up(d.out_channels, 8);
   for (const PointwisePanel& panel : pointwise_panels(kernel, d.out_channels)) {
@@ -528,7 +528,7 @@ void PointwiseNchw8::run(const float* x, float* y, int threads, const Workspace&
   threads = ws.cap(threads);
   if (direct()) {
     run_direct(x, y, threads, ws);
-    if (!nhwc_out_) zero_padding_channels(y, 0, s_.pixels());
+    if (!direct_nhwc_rows_) zero_padding_channels(y, 0, s_.pixels());
   } else {
     run_gathered(x, y, threads, ws);
   }

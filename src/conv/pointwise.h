@@ -110,11 +110,12 @@ class PointwiseNchw8 {
   int64_t tap_float(int64_t a) const;
   int64_t zero_row_float(int64_t a) const;
   int64_t image_floats() const;  // one image's input
-  // Where output channel oc0's block of pixel `pixel` lies (y: one image's output), and the
-  // floats between a block's pixels and between a pixel's blocks: NCHW8, or NHWC rows.
+  // On the direct path: where output channel oc0's block of pixel `pixel` lies (y: one
+  // image's output), and the floats between a block's pixels and between a pixel's blocks:
+  // NCHW8, or NHWC rows (writes_nhwc_rows).
   float* y_at(float* y, int64_t oc0, int64_t pixel) const;
-  int64_t y_pixel_stride() const { return nhwc_out_ ? s_.d.out_channels : 8; }
-  int64_t y_block_stride() const { return nhwc_out_ ? 8 : s_.pixels() * 8; }
+  int64_t y_pixel_stride() const { return direct_nhwc_rows_ ? s_.d.out_channels : 8; }
+  int64_t y_block_stride() const { return direct_nhwc_rows_ ? 8 : s_.pixels() * 8; }
   gk_pointwise_args block_args(const Panel& p, int64_t k0) const;
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
                  float* stage) const;
@@ -150,7 +151,7 @@ class PointwiseNchw8 {
   bool direct_;
   bool nhwc_;    // reads_nhwc
   bool planar_;  // direct, on an NCHW input
-  bool nhwc_out_;  // writes_nhwc_rows
+  bool direct_nhwc_rows_;  // writes_nhwc_rows
   int64_t in_blocks_, taps_;
   int64_t k_rows_;          // rows of a panel's weights: in_channels, or taps x channel_stride_
   int64_t channel_stride_;  // im2col rows per tap: in_channels below 8, else whole blocks
