@@ -45,8 +45,8 @@ class PointwisePrepared final : public Prepared {
     const gk_conv_desc& d = s_.d;
     const int64_t pixels = s_.pixels();
     const bool planar_in = s_.in_layout == GK_LAYOUT_NCHW && engine_.reads_nchw_input();
-    const bool nhwc = PointwiseNchw8::reads_nhwc(s_);
-    const int64_t in_image = (planar_in || nhwc ? d.in_channels : round_up8(d.in_channels)) * d.in_height * d.in_width;
+    const bool nhwc_in = s_.in_layout == GK_LAYOUT_NHWC && nhwc_out_;  // rows read in place
+    const int64_t in_image = (planar_in || nhwc_in ? d.in_channels : round_up8(d.in_channels)) * d.in_height * d.in_width;
     const int64_t out_image = (nhwc_out_ ? d.out_channels : round_up8(d.out_channels)) * pixels;
     const int threads = ws.cap(threads_for(2.0 * s_.ocg * pixels * s_.k_gemm));
     for (int64_t n = 0; n < d.batch; ++n) engine_.run(input + n * in_image, output + n * out_image, threads, ws);

@@ -133,8 +133,7 @@ bool nchw8_form(const Shape& s, Shape* s8);
 // other layouts.
 bool nchw_as_nchw8(const Shape& s, Shape* s8);
 // `inner`, prepared for `form` (outer's NCHW8 form), run on NCHW8 copies of outer's input
-// and output (or an NCHW copy of the input where form's input is NCHW and inner reads it;
-// where form is in outer's layout, an NHWC stem's, inner writes outer's output itself).
+// and output (or an NCHW copy of the input where form's input is NCHW and inner reads it).
 std::unique_ptr<Prepared> through_nchw8(const Shape& outer, const Shape& form, std::unique_ptr<Prepared> inner);
 // An algorithm prepared for a shape: a.prepare(s, ...), except that for an NHWC shape with
 // an NCHW8 form an algorithm that does not run NHWC (runs_nhwc) but runs that form in place

@@ -220,18 +220,15 @@ namespace {
 // layout: the input converted to NCHW8 in the workspace, the algorithm run there on its
 // NCHW8 form, the output converted back. From NHWC, blocked copies move 8 contiguous floats
 // a pixel, where NCHW copies are transposes, and NCHW8 brings the blocked forms
-// (Winograd's in-place tiles, the GEMM's blocked C). An NHWC stem's form (nhwc_stem_form)
-// reads an NCHW copy and writes the plan's output itself.
+// (Winograd's in-place tiles, the GEMM's blocked C).
 class ThroughNchw8 final : public Prepared {
  public:
-  // inner: prepared for `form`, outer's NCHW8 form or its NHWC stem form (whose layout is
-  // outer's: inner writes the output itself); it reads an NCHW copy of the input where the
-  // form's input is NCHW and inner reads that in place (a stem), else an NCHW8 one.
+  // inner: prepared for the NCHW8 form; it reads an NCHW copy of the input where the form's
+  // input is NCHW and inner reads that in place (a stem), else an NCHW8 one.
   ThroughNchw8(const Shape& outer, const Shape& form, std::unique_ptr<Prepared> inner)
       : s_(outer),
         inner_(std::move(inner)),
-        in_layout_(form.in_layout == GK_LAYOUT_NCHW && inner_->reads_nchw_input() ? GK_LAYOUT_NCHW : GK_LAYOUT_NCHW8),
-        out_copied_(form.d.layout != outer.d.layout) {}
+        in_layout_(form.in_layout == GK_LAYOUT_NCHW && inner_->reads_nchw_input() ? GK_LAYOUT_NCHW : GK_LAYOUT_NCHW8) {}
   bool native_layout(gk_layout layout) const override { return layout == s_.d.layout; }
   WorkspaceNeed need() const override {
     const WorkspaceNeed n = inner_->need();
@@ -242,7 +239,6 @@ class ThroughNchw8 final : public Prepared {
     float* in8 = ws.shared;
     float* out8 = ws.shared + in_floats();
     gk_convert_layout(input, s_.in_layout, in8, in_layout_, d.batch, d.in_channels, d.in_height, d.in_width);
-    if (!out_copied_) return inner_->run(in8, output, Workspace{ws.shared + copies(), ws.blocks, ws.stride, ws.threads});
     if (s_.adds_to_output())
       gk_convert_layout(output, d.layout, out8, GK_LAYOUT_NCHW8, d.batch, d.out_channels, s_.oh, s_.ow);
     inner_->run(in8, out8, Workspace{ws.shared + copies(), ws.blocks, ws.stride, ws.threads});
@@ -254,13 +250,11 @@ class ThroughNchw8 final : public Prepared {
     return round_to_line(gk_tensor_size(in_layout_, s_.d.batch, s_.d.in_channels, s_.d.in_height, s_.d.in_width));
   }
   int64_t copies() const {
-    if (!out_copied_) return in_floats();
     return in_floats() + round_to_line(gk_tensor_size(GK_LAYOUT_NCHW8, s_.d.batch, s_.d.out_channels, s_.oh, s_.ow));
   }
   Shape s_;
   std::unique_ptr<Prepared> inner_;
   gk_layout in_layout_;  // of the input copy
-  bool out_copied_;      // inner writes NCHW8 (the form's), copied into the output; else the output itself
 };
 }  // namespace
 
@@ -286,27 +280,9 @@ bool nchw8_form(const Shape& s, Shape* s8) {
   return validate(d8, s8);
 }
 
-// An NHWC shape under 8 input channels (an RGB stem) reading an NCHW input: through_nchw8
-// copies the image's 3 planes out of its pixels, and an algorithm that reads them in place
-// writes the NHWC output itself (the direct engine, into the rows): without the NCHW8
-// output's copy, MobileNetV2's stem on Zen 5 took 0.19 / 0.24 ms against NCHW8's 0.12 /
-// 0.067 (1 / 2 threads).
-namespace {
-bool nhwc_stem_form(const Shape& s, Shape* stem) {
-  if (s.d.layout != GK_LAYOUT_NHWC || s.in_layout != GK_LAYOUT_NHWC || s.d.in_channels >= 8) return false;
-  gk_conv_desc d = s.d;
-  d.flags |= GK_CONV_FLAG_NCHW_INPUT;
-  return validate(d, stem);
-}
-}  // namespace
 
 std::unique_ptr<Prepared> prepare_in_layout(const Algorithm& a, const Shape& s, const float* weights,
                                             const float* bias, int64_t tuning) {
-  Shape stem;
-  if (nhwc_stem_form(s, &stem) && a.runs_nhwc(stem) && a.unusable_reason(stem).empty()) {
-    std::unique_ptr<Prepared> p = a.prepare(stem, weights, bias, tuning);
-    if (p && p->native_layout(GK_LAYOUT_NHWC) && p->reads_nchw_input()) return through_nchw8(s, stem, std::move(p));
-  }
   Shape s8;
   if (!a.runs_nhwc(s) && nchw8_form(s, &s8) && a.unusable_reason(s8).empty()) {
     std::unique_ptr<Prepared> p8 = a.prepare(s8, weights, bias, tuning);

@@ -88,8 +88,8 @@ bool PointwiseNchw8::reads_nhwc(const Shape& s) {
 // The panels cover the output channels rounded up to 8 (pointwise_panels): all real where
 // they are a multiple of 8.
 bool PointwiseNchw8::writes_nhwc_rows(const Shape& s) {
-  return s.d.layout == GK_LAYOUT_NHWC && s.in_layout == GK_LAYOUT_NCHW && s.d.groups == 1 && runs_direct(s) &&
-         s.d.out_channels % 8 == 0;
+  return s.d.layout == GK_LAYOUT_NHWC && (s.in_layout == GK_LAYOUT_NHWC || s.in_layout == GK_LAYOUT_NCHW) &&
+         s.d.groups == 1 && runs_direct(s) && s.d.out_channels % 8 == 0;
 }
 
 float* PointwiseNchw8::y_at(float* y, int64_t oc0, int64_t pixel) const {
@@ -120,6 +120,7 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   channel_stride_ = channel_stride(s);
   planar_ = s.in_layout == GK_LAYOUT_NCHW && direct();
   direct_nhwc_rows_ = writes_nhwc_rows(s);
+  nhwc_in_ = direct_nhwc_rows_ && s.in_layout == GK_LAYOUT_NHWC;
   // Panels: one kernel width each (pointwise_panels).
   const int64_t padded = round_up(d.out_channels, 8);
   for (const PointwisePanel& panel : pointwise_panels(kernel, d.out_channels)) {
@@ -219,10 +220,10 @@ int64_t PointwiseNchw8::tap_float(int64_t a) const {
   return planar_ ? a * plane : zero_row_float(a) + a % in_blocks_ * plane * 8;
 }
 int64_t PointwiseNchw8::zero_row_float(int64_t a) const {
-  return planar_ ? 0 : a / in_blocks_ * s_.d.dilation_w * 8;
+  return planar_ ? 0 : a / in_blocks_ * s_.d.dilation_w * pixel_floats();
 }
 int64_t PointwiseNchw8::image_floats() const {
-  return s_.d.in_height * s_.d.in_width * (planar_ ? s_.d.in_channels : in_blocks_ * 8);
+  return s_.d.in_height * s_.d.in_width * (planar_ || nhwc_in_ ? s_.d.in_channels : in_blocks_ * 8);
 }
 PointwiseNchw8::DirectTaps PointwiseNchw8::direct_taps() const {
   const gk_conv_desc& d = s_.d;
@@ -296,6 +297,7 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_dense_pixels(const float* x, con
   const int64_t plane = d.in_height * d.in_width * 8;
   const int64_t kh = d.kernel_h, kw = d.kernel_w, sh = d.stride_h, sw = d.stride_w, dh = d.dilation_h,
                 dw = d.dilation_w, pt = d.pad_top, pl = d.pad_left, h = d.in_height, w = d.in_width;
+  const bool nhwc = nhwc_in_;
   const v8 zero = splat8(0.0f);
   for (int64_t i = 0; i < count; ++i) {
     float* out = dst + i * row_len;
@@ -305,6 +307,10 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_dense_pixels(const float* x, con
       for (int64_t sx = 0; sx < kw; ++sx, out += c) {
         const int64_t iw = iw0 + sx * dw;
         const bool inside = ih >= 0 && ih < h && iw >= 0 && iw < w;
+        if (nhwc) {  // the pixel's c channels (an 8-lane load could read past the image)
+          for (int64_t l = 0; l < c; ++l) out[l] = inside ? x[(ih * w + iw) * c + l] : 0.0f;
+          continue;
+        }
         for (int64_t b = 0; b < blocks; ++b) store8(out + b * 8, inside ? load8(x + b * plane + (ih * w + iw) * 8) : zero);
       }
     }

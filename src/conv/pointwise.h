@@ -41,8 +41,8 @@ class PointwiseNchw8 {
   // Whether `s` runs NHWC in and out: a 1x1 in place, the image's rows read in place, the
   // outputs stored into the NHWC rows (a panel past the last channel through a staged tile).
   static bool reads_nhwc(const Shape& s);
-  // Whether `s` runs direct from an NCHW input (an RGB stem, GK_CONV_FLAG_NCHW_INPUT) into
-  // an NHWC output, the outputs stored into the NHWC rows: ungrouped, whole 8-channel
+  // Whether `s` runs direct (an RGB stem) from an NHWC or NCHW input (both read in place)
+  // into an NHWC output, the outputs stored into its rows: ungrouped, whole 8-channel
   // blocks of output channels (every panel's channels real).
   static bool writes_nhwc_rows(const Shape& s);
   // Whether `s` can run direct on whole channel blocks (direct_on_blocks): NCHW8 input,
@@ -59,8 +59,8 @@ class PointwiseNchw8 {
                  bool direct_on_blocks = false);
 
   // One image, y NCHW8 and x NCHW8, or NCHW where reads_nchw_input(), or both NHWC where
-  // reads_nhwc(), or y NHWC where writes_nhwc_rows(); the padding channels of an NCHW8 y's
-  // last block are zeroed.
+  // reads_nhwc(), or y NHWC (x NHWC or NCHW) where writes_nhwc_rows(); the padding
+  // channels of an NCHW8 y's last block are zeroed.
   // ws: one block of workspace_floats() per thread (threads <= ws.threads).
   void run(const float* x, float* y, int threads, const Workspace& ws) const;
   // Under 8 input channels with an NCHW input (GK_CONV_FLAG_NCHW_INPUT): the image's planes
@@ -99,7 +99,8 @@ class PointwiseNchw8 {
   void gather_chunk(const float* x, int64_t p0, int64_t count, int64_t k0, float* dst) const;
   void gather_dense_pixels(const float* x, const int64_t* pixels, int64_t count, float* dst) const;
   void gather_dense_pixels_planar(const float* x, const int64_t* pixels, int64_t count, float* dst) const;
-  int64_t pixel_floats() const { return planar_ ? 1 : 8; }  // between an input row's pixels
+  // Between an input row's pixels: NCHW 1, NHWC the channels, NCHW8 8.
+  int64_t pixel_floats() const { return planar_ ? 1 : nhwc_in_ ? s_.d.in_channels : 8; }
   // A direct call's taps per kernel row, each a run of `run` K rows `step` floats apart.
   struct DirectTaps {
     int64_t per_row, run, step;
@@ -152,6 +153,7 @@ class PointwiseNchw8 {
   bool nhwc_;    // reads_nhwc
   bool planar_;  // direct, on an NCHW input
   bool direct_nhwc_rows_;  // writes_nhwc_rows
+  bool nhwc_in_;           // direct on an NHWC input, read in place (under 8 channels)
   int64_t in_blocks_, taps_;
   int64_t k_rows_;          // rows of a panel's weights: in_channels, or taps x channel_stride_
   int64_t channel_stride_;  // im2col rows per tap: in_channels below 8, else whole blocks
