@@ -168,9 +168,10 @@ typedef enum {
    * where up to 4 consecutive groups make whole 8-channel blocks of input and output
    * channels (a group of 8 or more channels by itself, of 2 or 4 merged). */
   GK_CONV_ALGO_POINTWISE_NCHW8,
-  /* NCHW8 (or an NCHW input, GK_CONV_FLAG_NCHW_INPUT; or NHWC, through an NCHW copy of the
-   * input), ungrouped, under 8 input channels (RGB stems): the pointwise kernels read the
-   * image in place through per-tap offsets. */
+  /* NCHW8 (or an NCHW input, GK_CONV_FLAG_NCHW_INPUT; or NHWC: in place where out_channels
+   * is a multiple of 8, else through an NCHW copy of the input), ungrouped, under 8 input
+   * channels (RGB stems): the pointwise kernels read the image in place through per-tap
+   * offsets. */
   GK_CONV_ALGO_DIRECT_NCHW8
 } gk_conv_algo;
 

@@ -40,8 +40,9 @@ inline std::string describe(const gk_conv_desc& d) {
 }
 
 // An NHWC descriptor (NHWC in and out) that the NCHW8 engines serve: a 1x1 in place reads
-// the NHWC rows, others run on copies (NCHW8 ones, or under 8 input channels an NCHW copy
-// of the input that the direct engine reads).
+// the NHWC rows, a stem of whole 8-channel output blocks its pixels, others run on copies
+// (NCHW8 ones, or under 8 input channels an NCHW copy of the input that the direct engine
+// reads).
 inline bool nhwc_with_nchw8_form(const gk_conv_desc& d) {
   return d.layout == GK_LAYOUT_NHWC && !(d.flags & GK_CONV_FLAG_NCHW_INPUT);
 }

@@ -69,8 +69,8 @@ bool usable(gk_conv_algo algo, const gk_conv_desc& d) {
 
 // Small shapes, each output dimension odd or not a multiple of the tiles somewhere:
 // channels not multiples of 8, strides 1 and 2, asymmetric padding, dilation, groups,
-// depthwise (multipliers 1 and 2), stems (the pointwise kernels' direct path, NCHW input
-// read in place), more output channels than one MC block. Some large enough for 2 threads.
+// depthwise (multipliers 1 and 2), stems (the pointwise kernels' direct path, NCHW or NHWC
+// input read in place), more output channels than one MC block. Some large enough for 2 threads.
 std::vector<gk_conv_desc> small_shapes() {
   std::vector<gk_conv_desc> v;
   v.push_back(conv(2, 13, 11, 9, 19, 3, 1, 1));   // Winograd, partial tiles, batch 2

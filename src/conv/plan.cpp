@@ -280,7 +280,6 @@ bool nchw8_form(const Shape& s, Shape* s8) {
   return validate(d8, s8);
 }
 
-
 std::unique_ptr<Prepared> prepare_in_layout(const Algorithm& a, const Shape& s, const float* weights,
                                             const float* bias, int64_t tuning) {
   Shape s8;

@@ -211,8 +211,8 @@ PointwiseNchw8::Strides PointwiseNchw8::strides() const {
 }
 
 bool PointwiseNchw8::runs_direct(const Shape& s) { return !in_place(s) && channel_stride(s) % 8 != 0; }
-// NCHW8: a tap per (kernel row, column, channel block), its channels of the block adjacent
-// (under 8 channels, the one block's C); NCHW: a tap per (kernel row, channel), its
+// NCHW8 (or NHWC, pixels C floats apart): a tap per (kernel row, column, channel block), its
+// channels of the block adjacent (under 8 channels, the one block's C); NCHW: a tap per (kernel row, channel), its
 // kernel_w columns dilation_w apart along the plane's row (the channels of a pixel are a
 // plane apart: as taps they cost one offset each, as a stride a register).
 int64_t PointwiseNchw8::tap_float(int64_t a) const {
@@ -286,8 +286,8 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0
 // (the kernel takes that pixel stride), built by one 8-lane copy per tap and channel block
 // at tap * C. Under 8 input channels (an RGB stem) each copy overwrites the previous one's
 // extra lanes (the last one's land past k_rows_, which the kernel never reads): a vector
-// copy per tap and pixel rather than C scalar ones. Rows up to a whole 12-pixel tile are
-// zeroed.
+// copy per tap and pixel rather than C scalar ones (from an NHWC input C scalar ones: an
+// 8-lane load could read past the image). Rows up to a whole 12-pixel tile are zeroed.
 GK_POINTWISE_TARGET void PointwiseNchw8::gather_dense_pixels(const float* x, const int64_t* pixels, int64_t count,
                                                               float* dst) const {
   // The descriptor's fields in locals: through `this` they would be reloaded after every

@@ -12,7 +12,8 @@
 //    right padding are gathered (a row's taps above or below the image read a zero row).
 //    The image may be NCHW there (GK_CONV_FLAG_NCHW_INPUT): 3 planes rather than 8-channel
 //    pixels, 3/8 of the bytes; a tap is then a (kernel row, channel), its run of K rows the
-//    kernel columns (direct_taps).
+//    kernel columns (direct_taps). Or NHWC: pixels C floats apart instead of 8, the outputs
+//    stored into the NHWC rows (writes_nhwc_rows).
 #pragma once
 #include <cstdint>
 #include <vector>
