@@ -763,6 +763,54 @@ TEST(Conv, PointwiseOnNhwcRowsInPlace) {
 #endif
 }
 
+// pointwise_nchw8 on NHWC tensors larger than a 1x1 in place (8+ input channels): im2col
+// chunks gathered from the rows pixel-major (a copy of a pixel's channels per tap, zeros
+// for the padding and past the channels), the outputs stored into the NHWC rows; no NCHW8
+// copies (the prepared plan runs NHWC natively). Channel counts that fill whole blocks and
+// ones that do not, strided 1x1 and 3x3, dilation, a 5x1 kernel, asymmetric padding,
+// output channels past the last whole panel, batch 1..3; weights past half of L2, so the
+// K blocks (not a multiple of a tap's rows) split taps and accumulate in the rows; each
+// kernel, 1 and 2 threads (adding to the output: ConvResidual).
+TEST(Conv, PointwiseOnNhwcChunks) {
+  struct Case {
+    int64_t c, h, w, k, kh, kw, stride, pad, dilation, batch;
+  };
+  const int64_t k_blocked = gk::caches().l2 / 2 / (9 * 64 * 4) + 13;
+  const Case cases[] = {{8, 9, 11, 8, 3, 3, 2, 1, 1, 1},     {9, 10, 7, 16, 3, 3, 1, 1, 1, 2},
+                        {13, 12, 13, 61, 1, 1, 2, 0, 1, 3},  {17, 11, 9, 24, 3, 3, 1, 2, 2, 1},
+                        {64, 14, 14, 96, 3, 3, 2, 1, 1, 2},  {24, 9, 20, 32, 5, 1, 1, 2, 1, 1},
+                        {k_blocked, 5, 6, 64, 3, 3, 1, 1, 1, 1}, {k_blocked, 7, 6, 61, 3, 3, 2, 1, 1, 2}};
+  int i = 0;
+  gktest::for_each_kernel([&](const gk::KernelInfo&) {
+    if (!has_pointwise_kernels()) return;
+    for (const Case& t : cases) {
+      gk_conv_desc d;
+      gk_conv_desc_init(&d);
+      d.batch = t.batch, d.in_channels = t.c, d.in_height = t.h, d.in_width = t.w, d.out_channels = t.k;
+      d.kernel_h = t.kh, d.kernel_w = t.kw, d.stride_h = d.stride_w = t.stride;
+      d.dilation_h = d.dilation_w = t.dilation;
+      d.pad_top = d.pad_bottom = t.pad, d.pad_left = t.kw > 1 ? t.pad : 0, d.pad_right = t.kw > 1 ? t.pad : 0;
+      if (i % 3 == 1 && t.pad > 0) d.pad_bottom = 0, d.pad_right = d.pad_left ? d.pad_left - 1 : 0;  // asymmetric
+      d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
+      const int threads = 1 + i % 2;
+      SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
+      gk::conv::Shape shape;
+      ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
+      const gktest::ConvCase c = gktest::make_conv_case(d, i % 2 == 0, 2700 + uint32_t(i));
+      const gk::conv::Algorithm* engine = gk::conv::pointwise_nchw8_algorithm();
+      EXPECT_TRUE(engine->runs_nhwc(shape));
+      const auto prepared = engine->prepare(shape, c.w.data(), nullptr, 0);
+      ASSERT_TRUE(prepared);
+      EXPECT_TRUE(prepared->native_layout(GK_LAYOUT_NHWC));
+      gk_set_num_threads(threads);
+      EXPECT_EQ(gktest::check_conv(c, GK_CONV_ALGO_POINTWISE_NCHW8), "pointwise_nchw8");
+      gk_set_num_threads(0);
+      ++i;
+      if (HasFailure()) return;
+    }
+  });
+}
+
 // Every layout from and back to NCHW, each element checked at the offset the layout
 // defines, the padding channels zero; channel counts for the vectorized 8-channel path
 // (19 channels, 35 pixels), 3 channels (RGB: shuffled 8 pixels at a time, 35 pixels),

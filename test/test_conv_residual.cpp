@@ -402,8 +402,8 @@ TEST(ConvResidual, ARunTwiceAddsTwice) {
 }
 
 // Each kernel of this CPU forced (fused and separate epilogues, NCHW8 GEMMs with C stored
-// blocked or pointwise kernels, Winograd's M stored blocked), NCHW and NCHW8, 1 and 2
-// threads.
+// blocked or pointwise kernels, Winograd's M stored blocked), NCHW, NCHW8 and NHWC (where
+// Winograd runs in place on whole 8-channel blocks), 1 and 2 threads.
 TEST(ConvResidual, EveryKernel) {
   const std::vector<gk_conv_desc> all = small_shapes();
   const std::vector<gk_conv_desc> shapes = {all[1], all[3], all[9], all[10], large_k_shapes()[0]};
@@ -414,7 +414,7 @@ TEST(ConvResidual, EveryKernel) {
     for (const Reference& ref : refs)
       for (gk_conv_algo algo : {GK_CONV_ALGO_IM2COL_GEMM, GK_CONV_ALGO_GEMM_1X1, GK_CONV_ALGO_WINOGRAD_F23,
                                 GK_CONV_ALGO_WINOGRAD_F43, GK_CONV_ALGO_AUTO})
-        for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8})
+        for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8, GK_LAYOUT_NHWC})
           for (int threads : {1, 2}) {
             if (gktest::quick() && (turn++ % 2)) continue;
             RunSetup st;

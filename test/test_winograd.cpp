@@ -2,6 +2,7 @@
 // accuracy measure of the issue (max error / max |output|): tiles and tails, channels,
 // layouts, bias and activations, batch, threads, concurrent runs; and the accuracy on
 // every 3x3 stride-1 layer of the five networks with realistic data.
+#include <memory>
 #include <thread>
 
 #include "conv_test_util.h"
@@ -161,17 +162,65 @@ TEST(Winograd, ChannelBlocksNotAMultipleOf8) {
 }
 
 // Fewer tile blocks than threads (a 7x7 output): the two threads split the output
-// channels, each transforming the input itself; batch 2; NCHW and NCHW8 (whole blocks).
+// channels, each transforming the input itself; batch 2; NCHW, NCHW8 (whole blocks) and
+// NHWC in place (pairs of blocks: 48 channels, three pairs).
 TEST(Winograd, ThreadsSplitOutputChannels) {
   gk_set_num_threads(2);
   for (const Variant& v : kVariants)
-    for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8}) {
-      gk_conv_desc d = desc3x3(2, 256, 7, 7, 44, 1);
+    for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8, GK_LAYOUT_NHWC}) {
+      gk_conv_desc d = desc3x3(2, 256, 7, 7, layout == GK_LAYOUT_NHWC ? 48 : 44, 1);
       d.layout = layout;
       SCOPED_TRACE("F" + std::to_string(v.m) + " layout " + std::to_string(int(layout)));
       gktest::check_conv(gktest::make_conv_case(d, true, 77), v.algo, gktest::quick() ? 200 : 0, v.bound);
     }
   gk_set_num_threads(0);
+}
+
+// NHWC of whole 8-channel blocks in and out runs in place, the transforms reading and
+// writing the pixels (C floats apart) as NCHW8's read blocks: its workspace is no larger
+// than the NCHW8 plan's (no layout copies). Every kernel of the CPU (AVX-512's pointwise
+// GEMMs, AVX2's blocked ones), each variant; channels 8 to 64 in and out, every left and
+// top padding up to 3 and asymmetric ones (border tiles from their window's copy), sizes
+// smaller than a tile, batch 1..3, 1 and 2 threads; forced one-panel tile blocks and
+// 16-channel blocks (several blocks accumulating into M).
+TEST(Winograd, NhwcInPlace) {
+  struct Case {
+    int64_t batch, ic, h, w, oc, pad;
+  };
+  const Case cases[] = {{1, 8, 11, 83, 8, 0},  {2, 16, 9, 13, 24, 1}, {1, 40, 17, 34, 16, 2},
+                        {3, 24, 5, 3, 32, 1},  {1, 64, 14, 14, 48, 3}, {1, 32, 2, 2, 16, 1}};
+  int i = 0;
+  gktest::for_each_kernel([&](const gk::KernelInfo& k) {
+    for (const Case& t : cases)
+      for (const Variant& v : kVariants) {
+        if (gktest::quick() && i % 2) {
+          ++i;
+          continue;
+        }
+        gk_conv_desc d = desc3x3(t.batch, t.ic, t.h, t.w, t.oc, t.pad);
+        d.pad_right = (t.pad + 2) % 4, d.pad_bottom = t.pad == 3 ? 0 : t.pad;
+        d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
+        std::unique_ptr<ScopedEnv> tiles, channels;
+        if (i % 4 == 3)
+          tiles = std::make_unique<ScopedEnv>("GEMMKIT_WINOGRAD_TILES", "1"),
+          channels = std::make_unique<ScopedEnv>("GEMMKIT_WINOGRAD_IC_BLOCK", "16");
+        gk_set_num_threads(1 + i % 2);
+        SCOPED_TRACE(std::string(k.name) + " F" + std::to_string(v.m) + " " + gktest::describe(d));
+        const gktest::ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(300 + i));
+        gk_conv_desc d8 = d;
+        d8.layout = GK_LAYOUT_NCHW8;
+        gk_conv_plan *plan = nullptr, *plan8 = nullptr;
+        ASSERT_EQ(gk_conv_plan_create(&d, c.w.data(), nullptr, v.algo, &plan), GK_OK) << gk_last_error();
+        ASSERT_EQ(gk_conv_plan_create(&d8, c.w.data(), nullptr, v.algo, &plan8), GK_OK) << gk_last_error();
+        EXPECT_LE(gk_conv_plan_workspace_size(plan), gk_conv_plan_workspace_size(plan8));
+        gk_conv_plan_destroy(plan);
+        gk_conv_plan_destroy(plan8);
+        gktest::check_conv(c, v.algo, 0, v.bound);
+        gk_set_num_threads(0);
+        ++i;
+        if (HasFailure()) return;
+      }
+  });
 }
 
 TEST(Winograd, ConcurrentRunsOnOnePlan) {

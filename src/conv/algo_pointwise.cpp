@@ -34,7 +34,8 @@ class PointwisePrepared final : public Prepared {
   PointwisePrepared(const Shape& s, const float* weights, const float* bias)
       : s_(engine_image(s)),
         engine_(pointwise_kernel(), s_, weights, bias),
-        nhwc_out_(PointwiseNchw8::reads_nhwc(s_) || PointwiseNchw8::writes_nhwc_rows(s_)) {}
+        nhwc_out_(PointwiseNchw8::reads_nhwc(s_) || PointwiseNchw8::gathers_nhwc(s_) ||
+                  PointwiseNchw8::writes_nhwc_rows(s_)) {}
 
   bool native_layout(gk_layout layout) const override { return layout == (nhwc_out_ ? GK_LAYOUT_NHWC : GK_LAYOUT_NCHW8); }
   bool reads_nchw_input() const override { return engine_.reads_nchw_input(); }
@@ -56,7 +57,7 @@ class PointwisePrepared final : public Prepared {
   static int64_t round_up8(int64_t c) { return (c + 7) / 8 * 8; }
   Shape s_;
   PointwiseNchw8 engine_;
-  bool nhwc_out_;  // NHWC rows out (reads_nhwc, writes_nhwc_rows), else NCHW8
+  bool nhwc_out_;  // NHWC rows out (reads_nhwc, gathers_nhwc, writes_nhwc_rows), else NCHW8
 };
 
 // Grouped convolutions: `merge` consecutive groups make a super-group whose input and
@@ -175,11 +176,11 @@ std::unique_ptr<Prepared> prepare_engine(const Shape& s, const float* w, const f
   return engine_for(s, w, b);
 }
 
-// The shape the engines run: an NCHW8 one, or an NHWC stem storing into its rows, or an
-// NHWC one's NCHW8 form (on the copies of prepare_in_layout), or an NCHW one's
-// (prepare_engine); false when none.
+// The shape the engines run: an NCHW8 one, or an NHWC one on im2col chunks or a stem
+// storing into its rows, or an NHWC one's NCHW8 form (on the copies of prepare_in_layout),
+// or an NCHW one's (prepare_engine); false when none.
 bool engine_shape(const Shape& s, Shape* engine) {
-  if (s.d.layout == GK_LAYOUT_NCHW8 || PointwiseNchw8::writes_nhwc_rows(s)) {
+  if (s.d.layout == GK_LAYOUT_NCHW8 || PointwiseNchw8::gathers_nhwc(s) || PointwiseNchw8::writes_nhwc_rows(s)) {
     *engine = s;
     return true;
   }
@@ -211,7 +212,9 @@ class PointwiseAlgorithm final : public Algorithm {
  public:
   gk_conv_algo id() const override { return GK_CONV_ALGO_POINTWISE_NCHW8; }
   const char* name() const override { return "pointwise_nchw8"; }
-  bool runs_nhwc(const Shape& s) const override { return s.d.groups == 1 && PointwiseNchw8::reads_nhwc(s); }
+  bool runs_nhwc(const Shape& s) const override {
+    return s.d.groups == 1 && (PointwiseNchw8::reads_nhwc(s) || PointwiseNchw8::gathers_nhwc(s));
+  }
   std::string unusable_reason(const Shape& s) const override {
     const std::string why = engine_unusable(s);
     if (!why.empty()) return why;

@@ -8,10 +8,10 @@
 //
 // Run time, per image: in NCHW the input is copied once into a zero-padded plane split
 // into m column phases (no tile needs bounds checks; the 8 tiles of a vector are one load);
-// NCHW8 reads the image in place, and a tile reaching into the padding from a copy of its
-// alpha x alpha window (so the workspace is a block, whatever the image size). The
-// output tiles, numbered row-major, are cut into blocks of at most `nr_tiles` tiles (whole
-// micro-panels of NR tiles); each block runs, on one thread:
+// NCHW8 and NHWC (whole 8-channel blocks) read the image in place, and a tile reaching
+// into the padding from a copy of its alpha x alpha window (so the workspace is a block,
+// whatever the image size). The output tiles, numbered row-major, are cut into blocks of
+// at most `nr_tiles` tiles (whole micro-panels of NR tiles); each block runs, on one thread:
 //   for each input-channel block [ic0, ic0 + icb):
 //     1. input transform: V = B^T d B of every tile and channel, written straight in the
 //        micro-kernel's packed-B order: V[xi] is icb x nb, as nb / NR panels of icb rows
@@ -212,16 +212,23 @@ GK_INLINE void output_tile8(const float* mt, int64_t xi_stride, int lanes, float
   }
 }
 
-// NCHW8: the transforms vectorized over the 8 channels of a block instead of over tiles.
+// NCHW8 and NHWC: the transforms vectorized over 8 channels instead of over tiles.
 
-// V = B^T d B for `count` (<= 8) tiles of one channel block: tiles[q] is tile q's top-left
-// (rows[q] floats a row, 8 channels per pixel: in the image, or a border tile's copy). Computed per
-// tile with vectors over channels, then turned by one 8 x 8 transpose per xi into the
-// packed-B order: channel l's row of tiles at v + xi * xi_stride + l * row_stride, the
-// first `channels` channels and `count` tiles written.
+// Where one tile's alpha x alpha window of 8 channels lies: its top-left pixel, and the
+// floats from one row to the next and from one pixel to the next (8 in NCHW8 and in a
+// border tile's copy, the channel count in NHWC).
+struct Window {
+  const float* at;
+  int64_t row, pixel;
+};
+
+// V = B^T d B for `count` (<= 8) tiles of one channel block (tiles[q]: tile q's window).
+// Computed per tile with vectors over channels, then turned by one 8 x 8 transpose per xi
+// into the packed-B order: channel l's row of tiles at v + xi * xi_stride + l * row_stride,
+// the first `channels` channels and `count` tiles written.
 template <int M>
-GK_INLINE void input_tiles_blocked(const float* const* tiles, int count, const int64_t* rows, int channels, float* v,
-                                   int64_t row_stride, int64_t xi_stride) {
+GK_INLINE void input_tiles_blocked(const Window* tiles, int count, int channels, float* v, int64_t row_stride,
+                                   int64_t xi_stride) {
   constexpr int A = M + 2;
   alignas(32) float tmp[A * A][8][8];  // [xi][tile][channel]
   for (int q = 0; q < 8; ++q) {
@@ -231,7 +238,7 @@ GK_INLINE void input_tiles_blocked(const float* const* tiles, int count, const i
     }
     v8 d[A][A], t[A][A];
     for (int k = 0; k < A; ++k)
-      for (int j = 0; j < A; ++j) d[k][j] = load8(tiles[q] + k * rows[q] + j * 8);
+      for (int j = 0; j < A; ++j) d[k][j] = load8(tiles[q].at + k * tiles[q].row + j * tiles[q].pixel);
     left_multiply<InputMatrix<M>, A>(d, t);
     for (int i = 0; i < A; ++i) right_multiply_store<InputMatrix<M>, A>(t[i], tmp[i * A][q], 64, 8);
   }
@@ -251,16 +258,16 @@ GK_INLINE void input_tiles_blocked(const float* const* tiles, int count, const i
 }
 
 // Y = A^T M A for one tile of 8 channels (M[xi] at mt + xi * xi_stride, one vector over
-// the channels), + bias, finished (Finish) as NCHW8 pixels (row stride `row` floats),
-// only inside [0, oh_n) x [0, ow_n).
+// the channels), + bias, finished (Finish) as pixels of 8 channels (`row` floats from one
+// row to the next, `pixel` from one pixel to the next), only inside [0, oh_n) x [0, ow_n).
 template <int M>
 GK_INLINE void output_tile_blocked(const float* mt, int64_t xi_stride, const float* bias, Finish f, float* out,
-                                   int64_t row, int64_t oh_n, int64_t ow_n) {
+                                   int64_t row, int64_t pixel, int64_t oh_n, int64_t ow_n) {
   v8 y[M + 2][M + 2];
   output_transform<M>(mt, xi_stride, y);
   const v8 b = load8(bias);
   for (int i = 0; i < M && i < oh_n; ++i)
-    for (int j = 0; j < M && j < ow_n; ++j) finish8(out + i * row + j * 8, y[i][j] + b, f);
+    for (int j = 0; j < M && j < ow_n; ++j) finish8(out + i * row + j * pixel, y[i][j] + b, f);
 }
 
 // The transforms compiled for AVX2 (x86-64 with AVX2) and for the baseline (SSE, NEON).
@@ -269,9 +276,9 @@ struct TransformFns {
   void (*in)(const float*, int64_t, int, float*, int64_t);
   void (*out)(const float*, int64_t, int, float, Finish, float*, int64_t, int64_t, int64_t);
   void (*split)(const float*, int64_t, int64_t, int64_t, float*);
-  void (*in_blocked)(const float* const*, int, const int64_t*, int, float*, int64_t, int64_t);
-  void (*out_blocked)(const float*, int64_t, const float*, Finish, float*, int64_t, int64_t, int64_t);
-  void (*in_pixel_major)(const float* const*, int, const int64_t*, float*, int64_t);
+  void (*in_blocked)(const Window*, int, int, float*, int64_t, int64_t);
+  void (*out_blocked)(const float*, int64_t, const float*, Finish, float*, int64_t, int64_t, int64_t, int64_t);
+  void (*in_pixel_major)(const Window*, int, float*, int64_t);
 };
 template <int M>
 void input_baseline(const float* b, int64_t len, int lanes, float* v, int64_t st) {
@@ -286,13 +293,12 @@ void output_baseline(const float* mt, int64_t st, int lanes, float bias, Finish 
 // tiles, tile q's 8 channels at v + xi * xi_stride + q * 8, straight from the per-tile
 // vectors (no transpose).
 template <int M>
-GK_INLINE void input_tiles_pixel_major(const float* const* tiles, int count, const int64_t* rows, float* v,
-                                       int64_t xi_stride) {
+GK_INLINE void input_tiles_pixel_major(const Window* tiles, int count, float* v, int64_t xi_stride) {
   constexpr int A = M + 2;
   for (int q = 0; q < count; ++q) {
     v8 d[A][A], t[A][A];
     for (int k = 0; k < A; ++k)
-      for (int j = 0; j < A; ++j) d[k][j] = load8(tiles[q] + k * rows[q] + j * 8);
+      for (int j = 0; j < A; ++j) d[k][j] = load8(tiles[q].at + k * tiles[q].row + j * tiles[q].pixel);
     left_multiply<InputMatrix<M>, A>(d, t);
     for (int i = 0; i < A; ++i)
       right_multiply_store<InputMatrix<M>, A>(t[i], v + i * A * xi_stride + q * 8, xi_stride, 8);
@@ -300,18 +306,17 @@ GK_INLINE void input_tiles_pixel_major(const float* const* tiles, int count, con
 }
 
 template <int M>
-void in_pixel_major_baseline(const float* const* tiles, int count, const int64_t* rows, float* v, int64_t xs) {
-  input_tiles_pixel_major<M>(tiles, count, rows, v, xs);
+void in_pixel_major_baseline(const Window* tiles, int count, float* v, int64_t xs) {
+  input_tiles_pixel_major<M>(tiles, count, v, xs);
 }
 template <int M>
-void in_blocked_baseline(const float* const* tiles, int count, const int64_t* rows, int channels, float* v, int64_t rs,
-                         int64_t xs) {
-  input_tiles_blocked<M>(tiles, count, rows, channels, v, rs, xs);
+void in_blocked_baseline(const Window* tiles, int count, int channels, float* v, int64_t rs, int64_t xs) {
+  input_tiles_blocked<M>(tiles, count, channels, v, rs, xs);
 }
 template <int M>
 void out_blocked_baseline(const float* mt, int64_t xs, const float* bias, Finish f, float* out, int64_t row,
-                          int64_t oh_n, int64_t ow_n) {
-  output_tile_blocked<M>(mt, xs, bias, f, out, row, oh_n, ow_n);
+                          int64_t pixel, int64_t oh_n, int64_t ow_n) {
+  output_tile_blocked<M>(mt, xs, bias, f, out, row, pixel, oh_n, ow_n);
 }
 template <int M>
 void split_baseline(const float* row, int64_t width, int64_t pad, int64_t len, float* dst) {
@@ -322,21 +327,20 @@ void split_baseline(const float* row, int64_t width, int64_t pad, int64_t len, f
 // (NCHW8 F(4x4), Zen 5: 3-8% faster than the AVX2 build).
 #define GK_WINOGRAD_TRANSFORMS(isa, target_isa)                                                              \
   template <int M>                                                                                          \
-  __attribute__((target(target_isa))) void in_pixel_major_##isa(const float* const* tiles, int count,       \
-                                                                const int64_t* rows, float* v, int64_t xs) { \
-    input_tiles_pixel_major<M>(tiles, count, rows, v, xs);                                                  \
+  __attribute__((target(target_isa))) void in_pixel_major_##isa(const Window* tiles, int count, float* v,   \
+                                                                int64_t xs) {                               \
+    input_tiles_pixel_major<M>(tiles, count, v, xs);                                                        \
   }                                                                                                         \
   template <int M>                                                                                          \
-  __attribute__((target(target_isa))) void in_blocked_##isa(const float* const* tiles, int count,           \
-                                                            const int64_t* rows, int channels, float* v,    \
-                                                            int64_t rs, int64_t xs) {                       \
-    input_tiles_blocked<M>(tiles, count, rows, channels, v, rs, xs);                                        \
+  __attribute__((target(target_isa))) void in_blocked_##isa(const Window* tiles, int count, int channels,   \
+                                                            float* v, int64_t rs, int64_t xs) {             \
+    input_tiles_blocked<M>(tiles, count, channels, v, rs, xs);                                              \
   }                                                                                                         \
   template <int M>                                                                                          \
   __attribute__((target(target_isa))) void out_blocked_##isa(const float* mt, int64_t xs, const float* bias, \
-                                                             Finish f, float* out, int64_t row, int64_t oh_n, \
-                                                             int64_t ow_n) {                                \
-    output_tile_blocked<M>(mt, xs, bias, f, out, row, oh_n, ow_n);                                          \
+                                                             Finish f, float* out, int64_t row,             \
+                                                             int64_t pixel, int64_t oh_n, int64_t ow_n) {   \
+    output_tile_blocked<M>(mt, xs, bias, f, out, row, pixel, oh_n, ow_n);                                   \
   }                                                                                                         \
   template <int M>                                                                                          \
   __attribute__((target(target_isa))) void split_##isa(const float* row, int64_t width, int64_t pad,        \
@@ -401,13 +405,29 @@ constexpr int64_t kPanelsForWeightReuse = 4;
 // units, as if NR were 24, with M's rows in whole 8-channel blocks.
 constexpr int64_t kPointwiseTileUnit = 24;
 
+// An NHWC layer the channel-vector transforms run in place: whole 8-channel blocks in and
+// out, so no vector reads or writes past a pixel's channels.
+bool nhwc_in_place(const Shape& s) {
+  return s.d.layout == GK_LAYOUT_NHWC && s.in_layout == GK_LAYOUT_NHWC && s.d.in_channels % 8 == 0 &&
+         s.d.out_channels % 8 == 0;
+}
+
+// Whether the transforms run vectorized over 8 channels of a pixel: NCHW8, and NHWC in
+// place (the same code, the pixels C floats apart instead of 8).
+bool channel_vectors(const Shape& s) { return s.d.layout == GK_LAYOUT_NCHW8 || nhwc_in_place(s); }
+
+// The GEMM kernel of a layer: channel-vector layouts run NCHW8's.
+const KernelConfig& gemm_config(const Shape& s) {
+  return conv_gemm_config(channel_vectors(s) ? GK_LAYOUT_NCHW8 : s.d.layout);
+}
+
 // Whether an NCHW8 layer's GEMMs run on the pointwise kernels (KernelInfo::pointwise of
 // gk::pointwise_kernel()): tiles as pixels, V an NCHW8 image of tiles, U[xi] rows of
 // output channels, M stored channel-blocked by the kernels themselves. Measured on an
 // Intel Xeon (model 207), F(4x4), 1 thread: with AVX-512 active the 16-channel kernels
 // replace AVX2 4x24 GEMMs.
 bool pointwise_gemms(const Shape& s) {
-  if (s.d.layout != GK_LAYOUT_NCHW8 || !pointwise_kernel().pointwise[0].fn) return false;
+  if (!channel_vectors(s) || !pointwise_kernel().pointwise[0].fn) return false;
   const int64_t forced = env_int("GEMMKIT_WINOGRAD_POINTWISE", -1);
   if (forced >= 0) return forced != 0;
   return pointwise_kernel().simd == SimdLevel::Avx512;
@@ -415,7 +435,7 @@ bool pointwise_gemms(const Shape& s) {
 
 // The tile unit: the GEMM kernel's NR, or kPointwiseTileUnit.
 int64_t tile_unit(const Shape& s) {
-  return pointwise_gemms(s) ? kPointwiseTileUnit : conv_gemm_config(s.d.layout).kernel->nr;
+  return pointwise_gemms(s) ? kPointwiseTileUnit : gemm_config(s).kernel->nr;
 }
 
 template <int M>
@@ -458,7 +478,7 @@ class WinogradConv final : public Prepared {
 
  public:
   WinogradConv(const Shape& s, const float* weights, const float* bias, int64_t nr_tiles)
-      : s_(s), cfg_(conv_gemm_config(s.d.layout)), pointwise_(pointwise_gemms(s)), mr_(pointwise_ ? 8 : cfg_.kernel->mr),
+      : s_(s), cfg_(gemm_config(s)), pointwise_(pointwise_gemms(s)), mr_(pointwise_ ? 8 : cfg_.kernel->mr),
         nr_(tile_unit(s)) {
     const WinogradConstants<M>& w = kWinograd<M>;
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
@@ -511,12 +531,12 @@ class WinogradConv final : public Prepared {
             round_up(v_floats(), 16) + round_up(m_floats(s_.d.out_channels), 16) + (blocked() ? kBorderFloats : 0)};
   }
 
-  // NCHW8 runs in place: transforms vectorized over the channels of a block, M stored
-  // channel-blocked (so the output transform reads one vector per xi), when a kernel
-  // tile's rows lie in one channel block (MR divides 8) or the pointwise kernels run the
-  // GEMMs.
+  // NCHW8 and NHWC in place (channel_vectors): transforms vectorized over the channels of
+  // a block, M stored channel-blocked (so the output transform reads one vector per xi),
+  // when a kernel tile's rows lie in one channel block (MR divides 8) or the pointwise
+  // kernels run the GEMMs.
   bool native_layout(gk_layout layout) const override {
-    return layout == GK_LAYOUT_NCHW || (layout == GK_LAYOUT_NCHW8 && 8 % mr_ == 0);
+    return layout == GK_LAYOUT_NCHW || (layout == s_.d.layout && channel_vectors(s_) && 8 % mr_ == 0);
   }
 
   void run(const float* input, float* output, const Workspace& ws) const override {
@@ -524,7 +544,7 @@ class WinogradConv final : public Prepared {
     const bool blocked = this->blocked();
     const int64_t oc = d.out_channels;
     const int64_t in_image = (blocked ? round_up(d.in_channels, 8) : d.in_channels) * d.in_height * d.in_width;
-    const int64_t out_image = (blocked ? round_up(oc, 8) : oc) * s_.pixels();
+    const int64_t out_image = (blocked ? round_up(oc, 8) : oc) * s_.pixels();  // NHWC: whole blocks
     float* padded = ws.shared;
     const int threads = ws.cap(threads_for(s_.flops() / 4));
     PhaseTimes* sink = threads == 1 ? g_phase_sink : nullptr;
@@ -555,8 +575,9 @@ class WinogradConv final : public Prepared {
   }
 
  private:
-  // NCHW8 runs on the blocked tensors in place (else on NCHW copies).
+  // NCHW8 and NHWC in place run on the tensors (else on NCHW copies).
   bool blocked() const { return s_.d.layout != GK_LAYOUT_NCHW && native_layout(s_.d.layout); }
+  bool nhwc() const { return s_.d.layout == GK_LAYOUT_NHWC; }
   int64_t padded_floats() const { return s_.d.in_channels * hp_ * M * len_; }
   // NCHW8: a group of up to 8 tiles, each alpha x alpha pixels of 8 channels.
   static constexpr int64_t kBorderFloats = 8 * A * A * 8;
@@ -573,9 +594,10 @@ class WinogradConv final : public Prepared {
   // How the output transforms finish an output: the activation, after the residual when
   // adding to the output.
   Finish finish() const { return {s_.d.activation, s_.adds_to_output()}; }
-  // Output channels are shared between threads in whole kernel tiles, in NCHW8 whole blocks,
-  // on the pointwise kernels whole panels.
-  int64_t channel_unit(bool blocked) const { return blocked ? 8 : mr_; }
+  // Output channels are shared between threads in whole kernel tiles, in NCHW8 whole blocks
+  // (NHWC: two, so threads write whole 64-byte lines of a pixel), on the pointwise kernels
+  // whole panels.
+  int64_t channel_unit(bool blocked) const { return blocked ? (nhwc() ? 16 : 8) : mr_; }
   int64_t channel_units(bool blocked) const {
     return pointwise_ ? static_cast<int64_t>(panels_.size()) : ceil_div(s_.d.out_channels, channel_unit(blocked));
   }
@@ -674,18 +696,16 @@ class WinogradConv final : public Prepared {
           zero_run(v + xi * plane(icn * width) + (width - nr_) * icn + c * nr_ + used, nr_ - used);
   }
 
-  // NCHW8: where tile t's alpha x alpha window of channel block `block` starts: in the
-  // image x when it lies inside, else in border slot q, a copy with zeros for the padding.
-  // *row: the floats from one of its rows to the next.
-  const float* tile_window(const float* x, int64_t block, int64_t t, float* border, int q, int64_t* row) const {
+  // Channel vectors: tile t's alpha x alpha window of channel block `block`: in the image x
+  // when it lies inside, else in border slot q, a copy with zeros for the padding.
+  Window tile_window(const float* x, int64_t block, int64_t t, float* border, int q) const {
     const gk_conv_desc& d = s_.d;
     const int64_t h = d.in_height, w = d.in_width;
     const int64_t iy = t / tw_ * M - d.pad_top, ix = t % tw_ * M - d.pad_left;
-    const float* image = x + block * h * w * 8;
-    if (iy >= 0 && ix >= 0 && iy + A <= h && ix + A <= w) {
-      *row = w * 8;
-      return image + (iy * w + ix) * 8;
-    }
+    // Channel block `block` of pixel (0, 0), and the floats from one pixel to the next.
+    const int64_t pixel = nhwc() ? d.in_channels : 8;
+    const float* image = x + block * (nhwc() ? 8 : h * w * 8);
+    if (iy >= 0 && ix >= 0 && iy + A <= h && ix + A <= w) return {image + (iy * w + ix) * pixel, w * pixel, pixel};
     float* copy = border + q * A * A * 8;
     const int64_t lo = std::clamp<int64_t>(-ix, 0, A), hi = std::clamp<int64_t>(w - ix, lo, A);
     for (int64_t r = 0; r < A; ++r) {
@@ -695,11 +715,11 @@ class WinogradConv final : public Prepared {
         continue;
       }
       zero_run(dst, lo * 8);
-      copy_run(dst + lo * 8, image + ((iy + r) * w + ix + lo) * 8, (hi - lo) * 8);
+      const float* src = image + ((iy + r) * w + ix) * pixel;
+      for (int64_t c = lo; c < hi; ++c) copy_run(dst + c * 8, src + c * pixel, 8);
       zero_run(dst + hi * 8, (A - hi) * 8);
     }
-    *row = A * 8;
-    return copy;
+    return {copy, A * 8, 8};
   }
 
   // NCHW8: V as transform_input writes it, from the blocked image, 8 channels by 8 tiles at
@@ -710,10 +730,9 @@ class WinogradConv final : public Prepared {
     for (int64_t c = 0; c < icn; c += 8) {
       for (int64_t pos = 0; pos < count;) {
         const int count8 = int(std::min<int64_t>({8, count - pos, nr_ - pos % nr_}));
-        const float* tiles[8];
-        int64_t rows[8];
-        for (int q = 0; q < count8; ++q) tiles[q] = tile_window(x, (ic0 + c) / 8, t0 + pos + q, border, q, &rows[q]);
-        fns_.in_blocked(tiles, count8, rows, int(std::min<int64_t>(8, icn - c)),
+        Window tiles[8];
+        for (int q = 0; q < count8; ++q) tiles[q] = tile_window(x, (ic0 + c) / 8, t0 + pos + q, border, q);
+        fns_.in_blocked(tiles, count8, int(std::min<int64_t>(8, icn - c)),
                         v + (pos / nr_) * icn * nr_ + c * nr_ + pos % nr_, nr_, xi_stride);
         pos += count8;
       }
@@ -754,10 +773,9 @@ class WinogradConv final : public Prepared {
       float* vb = v + c * width;
       for (int64_t pos = 0; pos < count; pos += 8) {
         const int count8 = int(std::min<int64_t>(8, count - pos));
-        const float* tiles[8];
-        int64_t rows[8];
-        for (int q = 0; q < count8; ++q) tiles[q] = tile_window(x, (ic0 + c) / 8, t0 + pos + q, border, q, &rows[q]);
-        fns_.in_pixel_major(tiles, count8, rows, vb + pos * 8, xi_stride);
+        Window tiles[8];
+        for (int q = 0; q < count8; ++q) tiles[q] = tile_window(x, (ic0 + c) / 8, t0 + pos + q, border, q);
+        fns_.in_pixel_major(tiles, count8, vb + pos * 8, xi_stride);
       }
       if (count < width)
         for (int xi = 0; xi < A * A; ++xi) zero_run(vb + xi * xi_stride + count * 8, (width - count) * 8);
@@ -810,26 +828,29 @@ class WinogradConv final : public Prepared {
   // block's second conv (64 channels, 56x56, F(4x4)) 0.3 ms, six times a separate add pass.
   // So the rows of the tile a few ahead are fetched while this one is transformed.
   static constexpr int64_t kResidualPrefetchTiles = 4;
-  void prefetch_residual_tile(const float* plane, int64_t tile, int64_t row) const {
+  // (plane: the tile's channel block at pixel (0, 0); row, pixel: its strides.)
+  void prefetch_residual_tile(const float* plane, int64_t tile, int64_t row, int64_t pixel) const {
     if (tile >= th_ * tw_) return;
-    const float* t = plane + (tile / tw_) * M * row + (tile % tw_) * M * 8;
+    const float* t = plane + (tile / tw_) * M * row + (tile % tw_) * M * pixel;
     const int64_t rows = std::min<int64_t>(M, s_.oh - (tile / tw_) * M);
+    const int64_t step = std::max<int64_t>(pixel, 16) / pixel;  // pixels per line fetched
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t off = 0; off < M * 8; off += 16) __builtin_prefetch(t + r * row + off, 1);
+      for (int64_t j = 0; j < M; j += step) __builtin_prefetch(t + r * row + j * pixel, 1);
   }
 
   void transform_output_blocked(const float* m, int64_t t0, int64_t count, int64_t width, Range channels,
                                 float* y) const {
     const bool adding = finish().add;
-    const int64_t xi_m = plane(m_rows(channels.end - channels.begin) * width), row = s_.ow * 8;
+    const int64_t xi_m = plane(m_rows(channels.end - channels.begin) * width);
+    const int64_t pixel = nhwc() ? s_.d.out_channels : 8, row = s_.ow * pixel;
     for (int64_t o = channels.begin; o < channels.end; o += 8) {
       const float* mb = m + (o - channels.begin) / 8 * width * 8;
-      float* plane = y + o / 8 * s_.oh * row;
+      float* plane = y + (nhwc() ? o : o / 8 * s_.oh * row);
       for (int64_t pos = 0; pos < count; ++pos) {
         const int64_t ty = (t0 + pos) / tw_, tx = (t0 + pos) % tw_;
-        if (adding) prefetch_residual_tile(plane, t0 + pos + kResidualPrefetchTiles, row);
+        if (adding) prefetch_residual_tile(plane, t0 + pos + kResidualPrefetchTiles, row, pixel);
         fns_.out_blocked(mb + pos * 8, xi_m, &bias_blocked_[size_t(o)], finish(),
-                         plane + ty * M * row + tx * M * 8, row, s_.oh - ty * M, s_.ow - tx * M);
+                         plane + ty * M * row + tx * M * pixel, row, pixel, s_.oh - ty * M, s_.ow - tx * M);
       }
     }
   }
@@ -953,12 +974,18 @@ class Winograd final : public Algorithm {
     return "";
   }
   bool lossy() const override { return M > 2; }
+  // NHWC in place where the transforms' kernel keeps a tile's rows in one channel block
+  // (WinogradConv::native_layout).
+  bool runs_nhwc(const Shape& s) const override {
+    return nhwc_in_place(s) && (pointwise_gemms(s) || 8 % gemm_config(s).kernel->mr == 0);
+  }
   const char* tuning_name() const override { return "nr_tiles"; }
   // Half and twice the default block, when there are that many tiles.
   std::vector<int64_t> tunings(const Shape& outer) const override {
     Shape s = outer;
     if (Shape s8; nchw_through_blocked(outer, &s8)) s = s8;
-    const int64_t nr = tile_unit(s), nb = blocking<M>(s, nr, pointwise_gemms(s) ? 8 : conv_gemm_config(s.d.layout).kernel->mr, 0).tiles;
+    const int64_t nr = tile_unit(s);
+    const int64_t nb = blocking<M>(s, nr, pointwise_gemms(s) ? 8 : gemm_config(s).kernel->mr, 0).tiles;
     const int64_t all = round_up(ceil_div(s.oh, M) * ceil_div(s.ow, M), nr);
     std::vector<int64_t> t;
     if (nb / 2 >= nr) t.push_back(round_up(nb / 2, nr));

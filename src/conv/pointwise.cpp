@@ -85,6 +85,11 @@ bool PointwiseNchw8::reads_nhwc(const Shape& s) {
   return s.d.layout == GK_LAYOUT_NHWC && s.in_layout == GK_LAYOUT_NHWC && in_place(s);
 }
 
+bool PointwiseNchw8::gathers_nhwc(const Shape& s) {
+  return s.d.layout == GK_LAYOUT_NHWC && s.in_layout == GK_LAYOUT_NHWC && s.d.groups == 1 && !in_place(s) &&
+         !runs_direct(s);
+}
+
 // The panels cover the output channels rounded up to 8 (pointwise_panels): all real where
 // they are a multiple of 8.
 bool PointwiseNchw8::writes_nhwc_rows(const Shape& s) {
@@ -112,7 +117,7 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
     : s_(s), has_bias_(bias != nullptr), add_(s.adds_to_output()) {
   const gk_conv_desc& d = s.d;
   direct_ = runs_direct(s) || (direct_on_blocks && direct_on_blocks_pays(s));
-  nhwc_ = reads_nhwc(s);
+  nhwc_ = reads_nhwc(s) || gathers_nhwc(s);
   activation_ = static_cast<int>(make_epilogue(s, nullptr, 0).act);
   in_blocks_ = ceil_div(d.in_channels, 8);
   taps_ = d.kernel_h * d.kernel_w;
@@ -198,14 +203,14 @@ int64_t PointwiseNchw8::direct_lists_floats() const {
 int64_t PointwiseNchw8::workspace_floats() const {
   if (direct())
     return kStagedOutput + round_up(kBorderPixels * (dense_row_floats() + kMaxPanelWidth), 16) + direct_lists_floats();
-  if (nhwc_) return kNhwcStage + round_up(in_blocks_ * 8 * kMaxPointwiseMr, 16) + nhwc_rows_copy_floats();
+  if (nhwc_) return nhwc_chunk_at() + (gathers() ? chunk_floats() : nhwc_rows_copy_floats());
   return kStagedOutput + (gathers() ? chunk_floats() : in_blocks_ * kMaxPointwiseMr * 8);
 }
 
 // In place: the image (blocks of `pixels` pixels of 8 floats); im2col: the chunk's row
 // blocks.
 PointwiseNchw8::Strides PointwiseNchw8::strides() const {
-  if (nhwc_) return {8, s_.d.in_channels};
+  if (nhwc_) return {8, gathers() ? nhwc_copied_row() : s_.d.in_channels};
   if (!gathers()) return {s_.pixels() * 8, 8};
   return {chunk_pixels_ * 8, 8};
 }
@@ -233,7 +238,9 @@ PointwiseNchw8::DirectTaps PointwiseNchw8::direct_taps() const {
 }
 // A gathered border pixel's rows, with room for the last tap's 8-lane copy.
 int64_t PointwiseNchw8::dense_row_floats() const { return round_up(k_rows_ + 8, 8); }
-int64_t PointwiseNchw8::chunk_floats() const { return chunk_pixels_ * round_up(k_block_, 8); }
+int64_t PointwiseNchw8::chunk_floats() const {
+  return chunk_pixels_ * (nhwc_ ? nhwc_copied_row() : round_up(k_block_, 8));
+}
 
 // The im2col rows of pixels [p0, p0 + count) into dst[row block][pixel][8] (chunk_pixels_
 // pixels per row block; row k = tap * channel_stride_ + c is lane k % 8 of block k / 8;
@@ -279,6 +286,30 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0
       }
     }
     t += len;
+  }
+}
+
+// NHWC: the im2col rows of pixels [p0, p0 + count), K rows [k0, k0 + K block), pixel-major
+// (pixel i's row k at dst + i * nhwc_copied_row() + k - k0; row k = tap * channel_stride_
+// + c as in gather_chunk): one copy of a pixel's channels per tap, zeros for the padding
+// and the rows past the last channel.
+GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk_nhwc(const float* x, int64_t p0, int64_t count, int64_t k0,
+                                                            float* dst) const {
+  const gk_conv_desc& d = s_.d;
+  const int64_t k1 = std::min(k_rows_, k0 + k_block_), cs = channel_stride_, c = d.in_channels;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t oh = (p0 + i) / s_.ow, ow = (p0 + i) % s_.ow;
+    float* row = dst + i * nhwc_copied_row() - k0;
+    for (int64_t tap = k0 / cs; tap * cs < k1; ++tap) {
+      const int64_t ih = oh * d.stride_h - d.pad_top + tap / d.kernel_w * d.dilation_h;
+      const int64_t iw = ow * d.stride_w - d.pad_left + tap % d.kernel_w * d.dilation_w;
+      // This tap's rows in the block, [lo, hi), of which [lo, real) are channels.
+      const int64_t lo = std::max(k0, tap * cs), hi = std::min(k1, tap * cs + cs);
+      const bool inside = ih >= 0 && ih < d.in_height && iw >= 0 && iw < d.in_width;
+      const int64_t real = inside ? std::max(lo, std::min(hi, tap * cs + c)) : lo;
+      copy_run(row + lo, x + (ih * d.in_width + iw) * c + lo - tap * cs, real - lo);
+      zero_run(row + real, hi - real);
+    }
   }
 }
 
@@ -448,8 +479,15 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
 // sets. Read in place, pixels 4 or 8 KiB apart all map to one L1 set, which the weights
 // stream through too (ResNet-50's 1024 -> 512 at 14x14 and 2048 -> 512 at 7x7 ran 1.5x
 // their NCHW8 time; 1016 -> 512 1.02x).
-bool PointwiseNchw8::nhwc_copies_rows() const { return nhwc_ && s_.d.in_channels % 1024 == 0; }
-int64_t PointwiseNchw8::nhwc_copied_row() const { return k_block_ + 16; }
+bool PointwiseNchw8::nhwc_copies_rows() const { return nhwc_ && !gathers() && s_.d.in_channels % 1024 == 0; }
+// NHWC rows copied (or gathered: gather_chunk_nhwc) pixel-major: 16 floats more than the
+// K block, as above.
+int64_t PointwiseNchw8::nhwc_copied_row() const { return round_up(k_block_, 8) + 16; }
+// Where an NHWC thread's chunk (or rows copy) starts in its workspace: after the staged
+// outputs and a partial tile's input (MR rows of a K block).
+int64_t PointwiseNchw8::nhwc_chunk_at() const {
+  return kNhwcStage + round_up(round_up(k_block_, 8) * kMaxPointwiseMr, 16);
+}
 int64_t PointwiseNchw8::nhwc_rows_copy_floats() const {
   return nhwc_copies_rows() ? chunk_pixels_ * nhwc_copied_row() : 0;
 }
@@ -552,15 +590,16 @@ void PointwiseNchw8::run_gathered(const float* x, float* y, int threads, const W
   // Panel ranges: K blocks, enough to give every thread work; else the groups whose weights
   // share L2, and with few chunks a multiple of the threads, so each thread takes whole
   // groups of every chunk (a 7x7 image is one chunk: 3 groups ran 2:1 on two threads;
-  // 196 pixels in chunks of 60 split 120:76). NHWC splits pixels instead where there are
-  // enough (nhwc_chunk_pixels).
+  // 196 pixels in chunks of 60 split 120:76). NHWC of few output channels splits pixels
+  // instead where there are enough (nhwc_chunk_pixels).
   int64_t ranges = blocked_k ? std::min(npanels, ceil_div(threads, chunks)) : min_groups_;
-  if (!blocked_k && !nhwc_ && threads > 1 && chunks < 4 * threads) ranges = std::min(npanels, round_up(ranges, threads));
+  if (!blocked_k && !nhwc_splits_pixels() && threads > 1 && chunks < 4 * threads)
+    ranges = std::min(npanels, round_up(ranges, threads));
   const int64_t items = ranges * chunks;
   threads = static_cast<int>(std::min<int64_t>(threads, items));
   parallel_parts(threads, [&](int tid, int nt) {
     float* work = ws.block(tid);
-    float* chunk = work + kStagedOutput;
+    float* chunk = work + (nhwc_ ? nhwc_chunk_at() : kStagedOutput);
     float* rows_copy = work + workspace_floats() - nhwc_rows_copy_floats();
     const Strides st = strides();
     const Range r = share(items, tid, nt, 1, items);
@@ -569,7 +608,11 @@ void PointwiseNchw8::run_gathered(const float* x, float* y, int threads, const W
       const int64_t c0 = c * chunk_pixels, c1 = std::min(pixels, c0 + chunk_pixels);
       const Range panels = share(npanels, static_cast<int>(g), static_cast<int>(ranges), 1, npanels);
       for (int64_t k0 = 0; k0 < k_rows_; k0 += k_block_) {
-        if (gathers()) gather_chunk(x, c0, c1 - c0, k0, chunk);
+        if (gathers() && nhwc_) {
+          gather_chunk_nhwc(x, c0, c1 - c0, k0, chunk);
+        } else if (gathers()) {
+          gather_chunk(x, c0, c1 - c0, k0, chunk);
+        }
         // Pixel c0 + i of this K block at a0 + i * st.pixel.
         const float* a0 = gathers() ? chunk : x + (k0 / 8) * st.block + c0 * st.pixel;
         int64_t a_row = st.pixel;  // NHWC
@@ -600,14 +643,23 @@ GK_POINTWISE_TARGET void PointwiseNchw8::copy_nhwc_rows(const float* a, int64_t 
   for (int64_t i = 0; i < count; ++i) copy_run(dst + i * nhwc_copied_row(), a + i * ic, rows);
 }
 
-// Pixels per chunk. NHWC with few chunks for the threads: smaller chunks, one per thread
-// and up to 4 while they keep 48 pixels, since threads computing different channels of
-// the same pixels write the same cache lines (24 -> 58 channels at 28x28, channels split
-// on two threads, ran 0.069 ms against 0.031 on one). Multiples of 4 pixels, not of every
-// MR: a 7x7 image splits 28:21, not 36:13, and the partial tiles run as rest_calls says.
+// NHWC outputs of at least this many channels share a chunk's panels between threads as
+// NCHW8 does: the lines two threads both write are one per pixel at most, of 16 or more a
+// pixel. ResNet-50's 7x7 layers at 2 threads, panels against pixels (28:21): 512 -> 512
+// 3x3 stride 2 0.61 against 0.74 ms (NCHW8 0.62), 1024 -> 2048 1x1 stride 2 0.53
+// against 0.65 (NCHW8 0.53).
+constexpr int64_t kNhwcPanelSplitMinChannels = 256;
+bool PointwiseNchw8::nhwc_splits_pixels() const { return nhwc_ && s_.d.out_channels < kNhwcPanelSplitMinChannels; }
+
+// Pixels per chunk. NHWC of fewer output channels with few chunks for the threads: smaller
+// chunks, one per thread and up to 4 while they keep 48 pixels, since threads computing
+// different channels of the same pixels write the same cache lines (24 -> 58 channels at
+// 28x28, channels split on two threads, ran 0.069 ms against 0.031 on one). Multiples of
+// 4 pixels, not of every MR: a 7x7 image splits 28:21, not 36:13, and the partial tiles
+// run as rest_calls says.
 int64_t PointwiseNchw8::nhwc_chunk_pixels(int threads) const {
   const int64_t pixels = s_.pixels();
-  if (!nhwc_ || threads == 1 || ceil_div(pixels, chunk_pixels_) >= 4 * threads) return chunk_pixels_;
+  if (!nhwc_splits_pixels() || threads == 1 || ceil_div(pixels, chunk_pixels_) >= 4 * threads) return chunk_pixels_;
   const int64_t chunks = threads * std::clamp<int64_t>(pixels / (48 * threads), 1, 4);
   return std::min(chunk_pixels_, round_up(ceil_div(pixels, chunks), 4));
 }

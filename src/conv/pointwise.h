@@ -42,6 +42,10 @@ class PointwiseNchw8 {
   // Whether `s` runs NHWC in and out: a 1x1 in place, the image's rows read in place, the
   // outputs stored into the NHWC rows (a panel past the last channel through a staged tile).
   static bool reads_nhwc(const Shape& s);
+  // Whether `s` runs NHWC in and out on im2col chunks (8 or more input channels, not a 1x1
+  // in place): each pixel's taps gathered from the rows, a copy of its channels per tap,
+  // the outputs stored into the NHWC rows as reads_nhwc's.
+  static bool gathers_nhwc(const Shape& s);
   // Whether `s` runs direct (an RGB stem) from an NHWC or NCHW input (both read in place)
   // into an NHWC output, the outputs stored into its rows: ungrouped, whole 8-channel
   // blocks of output channels (every panel's channels real).
@@ -98,6 +102,7 @@ class PointwiseNchw8 {
   int64_t chunk_floats() const;
   Strides strides() const;
   void gather_chunk(const float* x, int64_t p0, int64_t count, int64_t k0, float* dst) const;
+  void gather_chunk_nhwc(const float* x, int64_t p0, int64_t count, int64_t k0, float* dst) const;
   void gather_dense_pixels(const float* x, const int64_t* pixels, int64_t count, float* dst) const;
   void gather_dense_pixels_planar(const float* x, const int64_t* pixels, int64_t count, float* dst) const;
   // Between an input row's pixels: NCHW 1, NHWC the channels, NCHW8 8.
@@ -127,6 +132,7 @@ class PointwiseNchw8 {
                               int64_t pixels) const;
   bool nhwc_copies_rows() const;
   int64_t nhwc_copied_row() const;
+  int64_t nhwc_chunk_at() const;
   int64_t nhwc_rows_copy_floats() const;
   void copy_nhwc_rows(const float* a, int64_t count, int64_t k0, float* dst) const;
   // The border pixels waiting for run_border, in a thread's workspace (no heap memory).
@@ -139,6 +145,7 @@ class PointwiseNchw8 {
   int64_t direct_lists_floats() const;  // a direct thread's taps and PixelList, in floats
   void run_gathered(const float* x, float* y, int threads, const Workspace& ws) const;
   int64_t nhwc_chunk_pixels(int threads) const;
+  bool nhwc_splits_pixels() const;
   void run_direct(const float* x, float* y, int threads, const Workspace& ws) const;
   void run_direct_row(const float* x, float* y, int64_t oh, int64_t* taps, float* stage, PixelList* border) const;
   void zero_padding_channels(float* y, int64_t p0, int64_t p1) const;
@@ -151,7 +158,7 @@ class PointwiseNchw8 {
   bool has_bias_;
   bool add_;     // adding to the output: the kernels accumulate from the first K block on
   bool direct_;
-  bool nhwc_;    // reads_nhwc
+  bool nhwc_;    // reads_nhwc or gathers_nhwc
   bool planar_;  // direct, on an NCHW input
   bool direct_nhwc_rows_;  // writes_nhwc_rows
   bool nhwc_in_;           // direct on an NHWC input, read in place (under 8 channels)
