@@ -161,8 +161,8 @@ typedef enum {
   GK_CONV_ALGO_WINOGRAD_F23,
   GK_CONV_ALGO_WINOGRAD_F43,
   GK_CONV_ALGO_WINOGRAD_F63,
-  /* NCHW8 (or NHWC: a 1x1 read in place, others of 8+ input channels through NCHW8 copies;
-   * or grouped NCHW, through NCHW8 copies)
+  /* NCHW8 (or NHWC: ungrouped in place, a 1x1 reading the rows, others gathering them;
+   * grouped through NCHW8 copies; or grouped NCHW, through NCHW8 copies)
    * on the CPU's pointwise kernels (x86-64 AVX2 / AVX-512): a 1x1 read in place, other
    * kernels and strides from im2col chunks; 8 input channels or more (or a 1x1 in place). Grouped convolutions too
    * where up to 4 consecutive groups make whole 8-channel blocks of input and output

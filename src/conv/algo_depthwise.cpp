@@ -534,10 +534,10 @@ GK_INLINE void copy_into_padding(const BlockIo& io) {
   }
 }
 
-template <typename Wide, int KH, int KW, int SW>
+template <int KH, int KW, int SW>
 GK_INLINE void run_block(const DwGeometry& g, const BlockIo& io, const float* w, const float* bias_lanes, Finish f,
                          float* staged, float* band_out) {
-  if (io.nhwc) return run_group_nhwc<Wide, KH, KW, SW>(g, *io.nhwc_staged, *io.nhwc, w, bias_lanes, f);
+  if (io.nhwc) return run_group_nhwc<v8, KH, KW, SW>(g, *io.nhwc_staged, *io.nhwc, w, bias_lanes, f);
   const v8 bias = load8(bias_lanes);
   if (io.in_blocked && io.out_blocked) {
     const float* in = io.in_blocked;
@@ -565,21 +565,22 @@ using BlockFn = void (*)(const DwGeometry&, const BlockIo&, const float*, const 
 template <int KH, int KW, int SW>
 void block_baseline(const DwGeometry& g, const BlockIo& io, const float* w, const float* bias, Finish f,
                     float* s, float* b) {
-  run_block<v8, KH, KW, SW>(g, io, w, bias, f, s, b);
+  run_block<KH, KW, SW>(g, io, w, bias, f, s, b);
 }
 #if defined(__x86_64__)
 template <int KH, int KW, int SW>
 __attribute__((target("avx2,fma"))) void block_avx2(const DwGeometry& g, const BlockIo& io, const float* w,
                                                     const float* bias, Finish f, float* s, float* b) {
-  run_block<v8, KH, KW, SW>(g, io, w, bias, f, s, b);
+  run_block<KH, KW, SW>(g, io, w, bias, f, s, b);
 }
 // NHWC with AVX-512F: the in-place blocks in pairs, 16-lane vectors (no AVX512VL: the
-// 8-lane code stays VEX-encoded).
+// 8-lane code stays VEX-encoded). Only NHWC plans take it (block_fn's `wide`), so only
+// the NHWC band is compiled for it.
 template <int KH, int KW, int SW>
 __attribute__((target("avx512f,avx2,fma"))) void block_avx512(const DwGeometry& g, const BlockIo& io,
                                                               const float* w, const float* bias, Finish f,
-                                                              float* s, float* b) {
-  run_block<v16, KH, KW, SW>(g, io, w, bias, f, s, b);
+                                                              float*, float*) {
+  run_group_nhwc<v16, KH, KW, SW>(g, *io.nhwc_staged, *io.nhwc, w, bias, f);
 }
 #endif
 
