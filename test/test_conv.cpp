@@ -354,6 +354,28 @@ TEST(Conv, NhwcStemsStoreIntoTheRows) {
   });
 }
 
+// NCHW8 depthwise on a batch whose input is past 8 L2s, where the new input rows are
+// fetched ahead of each output row: strides 1 and 2, padding, 1 and 2 threads, sampled
+// outputs against the double reference.
+TEST(Conv, DepthwiseNchw8FetchesRowsAhead) {
+  const int64_t image_bytes = 16 * 64 * 64 * 4;
+  int i = 0;
+  for (int64_t stride : {1, 2}) {
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = 8 * gk::caches().l2 / image_bytes + 1, d.in_channels = d.out_channels = d.groups = 16;
+    d.in_height = d.in_width = 64, d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = stride;
+    d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = 1;
+    d.layout = GK_LAYOUT_NCHW8, d.activation = gk_activation(1 + i);
+    SCOPED_TRACE(gktest::describe(d));
+    gk_set_num_threads(1 + i);
+    EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, true, 2800 + uint32_t(i)), GK_CONV_ALGO_DEPTHWISE, 4000),
+              "depthwise");
+    gk_set_num_threads(0);
+    ++i;
+  }
+}
+
 // Depthwise NHWC whole blocks two at a time (16 lanes: AVX-512 CPUs, channel counts a
 // multiple of 16, 64-byte aligned tensors; elsewhere the same cases run 8 lanes): one to
 // 64 pairs, 3x3 and 5x5 at strides 1 and 2 (sizes compiled in), 3x3 and 5x5 dilated, 3x1
