@@ -358,12 +358,12 @@ TEST(Conv, NhwcStemsStoreIntoTheRows) {
 // fetched ahead of each output row: strides 1 and 2, padding, 1 and 2 threads, sampled
 // outputs against the double reference.
 TEST(Conv, DepthwiseNchw8FetchesRowsAhead) {
-  const int64_t image_bytes = 16 * 64 * 64 * 4;
+  const int64_t image_bytes = 32 * 64 * 64 * 4;
   int i = 0;
   for (int64_t stride : {1, 2}) {
     gk_conv_desc d;
     gk_conv_desc_init(&d);
-    d.batch = 8 * gk::caches().l2 / image_bytes + 1, d.in_channels = d.out_channels = d.groups = 16;
+    d.batch = 8 * gk::caches().l2 / image_bytes + 1, d.in_channels = d.out_channels = d.groups = 32;
     d.in_height = d.in_width = 64, d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = stride;
     d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = 1;
     d.layout = GK_LAYOUT_NCHW8, d.activation = gk_activation(1 + i);
@@ -791,8 +791,9 @@ TEST(Conv, PointwiseOnNhwcRowsInPlace) {
 // copies (the prepared plan runs NHWC natively). Channel counts that fill whole blocks and
 // ones that do not, strided 1x1 and 3x3, dilation, a 5x1 kernel, asymmetric padding,
 // output channels past the last whole panel, batch 1..3; weights past half of L2, so the
-// K blocks (not a multiple of a tap's rows) split taps and accumulate in the rows; each
-// kernel, 1 and 2 threads (adding to the output: ConvResidual).
+// K blocks (not a multiple of a tap's rows) split taps and accumulate in the rows; 256+
+// output channels on few pixels, whose panels two threads split; each kernel, 1 and 2
+// threads (adding to the output: ConvResidual).
 TEST(Conv, PointwiseOnNhwcChunks) {
   struct Case {
     int64_t c, h, w, k, kh, kw, stride, pad, dilation, batch;
@@ -801,7 +802,8 @@ TEST(Conv, PointwiseOnNhwcChunks) {
   const Case cases[] = {{8, 9, 11, 8, 3, 3, 2, 1, 1, 1},     {9, 10, 7, 16, 3, 3, 1, 1, 1, 2},
                         {13, 12, 13, 61, 1, 1, 2, 0, 1, 3},  {17, 11, 9, 24, 3, 3, 1, 2, 2, 1},
                         {64, 14, 14, 96, 3, 3, 2, 1, 1, 2},  {24, 9, 20, 32, 5, 1, 1, 2, 1, 1},
-                        {k_blocked, 5, 6, 64, 3, 3, 1, 1, 1, 1}, {k_blocked, 7, 6, 61, 3, 3, 2, 1, 1, 2}};
+                        {k_blocked, 5, 6, 64, 3, 3, 1, 1, 1, 1}, {k_blocked, 7, 6, 61, 3, 3, 2, 1, 1, 2},
+                        {64, 7, 7, 264, 3, 3, 2, 1, 1, 1},   {40, 9, 8, 260, 1, 1, 2, 0, 1, 2}};
   int i = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo&) {
     if (!has_pointwise_kernels()) return;
@@ -814,7 +816,7 @@ TEST(Conv, PointwiseOnNhwcChunks) {
       d.pad_top = d.pad_bottom = t.pad, d.pad_left = t.kw > 1 ? t.pad : 0, d.pad_right = t.kw > 1 ? t.pad : 0;
       if (i % 3 == 1 && t.pad > 0) d.pad_bottom = 0, d.pad_right = d.pad_left ? d.pad_left - 1 : 0;  // asymmetric
       d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
-      const int threads = 1 + i % 2;
+      const int threads = t.k >= 256 ? 2 : 1 + i % 2;  // 256+ outputs: panels split between threads
       SCOPED_TRACE(gktest::describe(d) + " threads " + std::to_string(threads));
       gk::conv::Shape shape;
       ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();

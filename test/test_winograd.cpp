@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "conv_test_util.h"
+#include "conv/conv.h"
 #include "conv/winograd_matrices.h"
 
 namespace {
@@ -189,7 +190,7 @@ TEST(Winograd, NhwcInPlace) {
   };
   const Case cases[] = {{1, 8, 11, 83, 8, 0},  {2, 16, 9, 13, 24, 1}, {1, 40, 17, 34, 16, 2},
                         {3, 24, 5, 3, 32, 1},  {1, 64, 14, 14, 48, 3}, {1, 32, 2, 2, 16, 1}};
-  int i = 0;
+  int i = 0, in_place = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo& k) {
     for (const Case& t : cases)
       for (const Variant& v : kVariants) {
@@ -207,6 +208,17 @@ TEST(Winograd, NhwcInPlace) {
         gk_set_num_threads(1 + i % 2);
         SCOPED_TRACE(std::string(k.name) + " F" + std::to_string(v.m) + " " + gktest::describe(d));
         const gktest::ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(300 + i));
+        // In place where the kernel keeps a tile's rows in one block (every kernel but one
+        // of MR 6): the algorithm says so and its plan runs NHWC natively.
+        gk::conv::Shape shape;
+        ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
+        const gk::conv::Algorithm* algo = gk::conv::winograd_algorithm(v.m);
+        if (algo->runs_nhwc(shape)) {
+          ++in_place;
+          const auto prepared = algo->prepare(shape, c.w.data(), nullptr, 0);
+          ASSERT_TRUE(prepared);
+          EXPECT_TRUE(prepared->native_layout(GK_LAYOUT_NHWC));
+        }
         gk_conv_desc d8 = d;
         d8.layout = GK_LAYOUT_NCHW8;
         gk_conv_plan *plan = nullptr, *plan8 = nullptr;
@@ -221,6 +233,7 @@ TEST(Winograd, NhwcInPlace) {
         if (HasFailure()) return;
       }
   });
+  EXPECT_GT(in_place, 0);
 }
 
 TEST(Winograd, ConcurrentRunsOnOnePlan) {

@@ -637,9 +637,10 @@ class DepthwiseConv final : public Prepared {
     // batch 8 (Zen 5, 1 thread, ms per image, without / with): 32 channels at 112x112
     // 0.15-0.21 / 0.10, 96 at 112x112 stride 2 0.31-0.33 / 0.21-0.24 (2 threads 0.135 /
     // 0.092), 144 at 56x56 0.11-0.13 either way. On images that stay in L3 they cost up to
-    // 10% (144 channels at 56x56, batch 1), hence only past 8 L2s of input.
+    // 10% (144 channels at 56x56, batch 1), hence only on batches past 8 L2s of input.
     const int64_t input_bytes = 4 * s.d.batch * s.d.in_channels * s.d.in_height * s.d.in_width;
-    if (s.d.layout == GK_LAYOUT_NCHW8 && g_.multiplier == 1 && input_bytes > 8 * caches().l2) g_.fetch_ahead = 2;
+    if (s.d.layout == GK_LAYOUT_NCHW8 && g_.multiplier == 1 && s.d.batch > 1 && input_bytes > 8 * caches().l2)
+      g_.fetch_ahead = 2;
     const int64_t oc = s.d.out_channels, taps = g_.kh * g_.kw;
     blocks_ = (oc + kLanes - 1) / kLanes;
     // Weights [block][tap][lane] and bias [block][lane], zero past the last channel.

@@ -1,10 +1,10 @@
 // The NCHW8 engines on the ISA's pointwise kernels (conv/pointwise.h), as algorithms of
 // their own so that plans, GEMMKIT_VERBOSE and Fast-Run name what runs:
 //  - pointwise_nchw8: a 1x1 read in place (NCHW8, or NHWC rows), other kernels and strides
-//    from im2col chunks;
+//    from im2col chunks (NHWC: gathered from the rows);
 //  - direct_nchw8: under 8 input channels (RGB stems), the image read through tap offsets.
-// AUTO prefers them to gemm_1x1 and im2col_gemm in NCHW8 (plan.cpp); those then run the
-// same layers as GEMMs with B packed from the blocked image, which Fast-Run times beside.
+// AUTO prefers them to gemm_1x1 and im2col_gemm in NCHW8 and NHWC (plan.cpp); those then
+// run the same layers as GEMMs, which Fast-Run times beside.
 // pointwise_nchw8 also runs grouped convolutions, a super-group of channel blocks at a time
 // (GroupedPrepared).
 #include <algorithm>
@@ -34,8 +34,7 @@ class PointwisePrepared final : public Prepared {
   PointwisePrepared(const Shape& s, const float* weights, const float* bias)
       : s_(engine_image(s)),
         engine_(pointwise_kernel(), s_, weights, bias),
-        nhwc_out_(PointwiseNchw8::reads_nhwc(s_) || PointwiseNchw8::gathers_nhwc(s_) ||
-                  PointwiseNchw8::writes_nhwc_rows(s_)) {}
+        nhwc_out_(PointwiseNchw8::nhwc_in_place(s_) || PointwiseNchw8::writes_nhwc_rows(s_)) {}
 
   bool native_layout(gk_layout layout) const override { return layout == (nhwc_out_ ? GK_LAYOUT_NHWC : GK_LAYOUT_NCHW8); }
   bool reads_nchw_input() const override { return engine_.reads_nchw_input(); }
@@ -57,7 +56,7 @@ class PointwisePrepared final : public Prepared {
   static int64_t round_up8(int64_t c) { return (c + 7) / 8 * 8; }
   Shape s_;
   PointwiseNchw8 engine_;
-  bool nhwc_out_;  // NHWC rows out (reads_nhwc, gathers_nhwc, writes_nhwc_rows), else NCHW8
+  bool nhwc_out_;  // NHWC rows out (nhwc_in_place, writes_nhwc_rows), else NCHW8
 };
 
 // Grouped convolutions: `merge` consecutive groups make a super-group whose input and
@@ -192,7 +191,8 @@ bool engine_shape(const Shape& s, Shape* engine) {
 std::string engine_unusable(const Shape& s) {
   Shape e;
   if (!engine_shape(s, &e))
-    return "runs NCHW8, or through copies NHWC (input NHWC too), grouped NCHW, or with AVX-512 NCHW larger than 1x1";
+    return "runs NCHW8, NHWC (input NHWC too; grouped ones through copies), grouped NCHW, or with AVX-512 NCHW "
+           "larger than 1x1";
   if (s.d.layout == GK_LAYOUT_NHWC && e.in_layout == GK_LAYOUT_NCHW && !PointwiseNchw8::runs_direct(e) &&
       !PointwiseNchw8::reads_nhwc(s))
     return "NHWC under 8 input channels: only the direct engine reads the input's NCHW copy";
@@ -213,7 +213,7 @@ class PointwiseAlgorithm final : public Algorithm {
   gk_conv_algo id() const override { return GK_CONV_ALGO_POINTWISE_NCHW8; }
   const char* name() const override { return "pointwise_nchw8"; }
   bool runs_nhwc(const Shape& s) const override {
-    return s.d.groups == 1 && (PointwiseNchw8::reads_nhwc(s) || PointwiseNchw8::gathers_nhwc(s));
+    return s.d.groups == 1 && PointwiseNchw8::nhwc_in_place(s);
   }
   std::string unusable_reason(const Shape& s) const override {
     const std::string why = engine_unusable(s);

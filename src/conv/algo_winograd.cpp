@@ -421,17 +421,24 @@ const KernelConfig& gemm_config(const Shape& s) {
   return conv_gemm_config(channel_vectors(s) ? GK_LAYOUT_NCHW8 : s.d.layout);
 }
 
-// Whether an NCHW8 layer's GEMMs run on the pointwise kernels (KernelInfo::pointwise of
-// gk::pointwise_kernel()): tiles as pixels, V an NCHW8 image of tiles, U[xi] rows of
-// output channels, M stored channel-blocked by the kernels themselves. Measured on an
-// Intel Xeon (model 207), F(4x4), 1 thread: with AVX-512 active the 16-channel kernels
-// replace AVX2 4x24 GEMMs.
+// Whether a channel-vector layer's (NCHW8, NHWC in place) GEMMs run on the pointwise
+// kernels (KernelInfo::pointwise of gk::pointwise_kernel()): tiles as pixels, V an NCHW8
+// image of tiles, U[xi] rows of output channels, M stored channel-blocked by the kernels
+// themselves. Measured on an Intel Xeon (model 207), F(4x4), 1 thread: with AVX-512 active
+// the 16-channel kernels replace AVX2 4x24 GEMMs.
 bool pointwise_gemms(const Shape& s) {
   if (!channel_vectors(s) || !pointwise_kernel().pointwise[0].fn) return false;
   const int64_t forced = env_int("GEMMKIT_WINOGRAD_POINTWISE", -1);
   if (forced >= 0) return forced != 0;
   return pointwise_kernel().simd == SimdLevel::Avx512;
 }
+
+// The GEMMs' output channels per kernel tile: the pointwise kernels' 8, else the kernel's MR.
+int64_t gemm_mr(const Shape& s) { return pointwise_gemms(s) ? 8 : gemm_config(s).kernel->mr; }
+
+// Whether a channel-vector layer runs in place: each kernel tile's rows (output channels)
+// lie in one 8-channel block, so M can be stored channel-blocked.
+bool runs_in_place(const Shape& s) { return channel_vectors(s) && 8 % gemm_mr(s) == 0; }
 
 // The tile unit: the GEMM kernel's NR, or kPointwiseTileUnit.
 int64_t tile_unit(const Shape& s) {
@@ -478,7 +485,7 @@ class WinogradConv final : public Prepared {
 
  public:
   WinogradConv(const Shape& s, const float* weights, const float* bias, int64_t nr_tiles)
-      : s_(s), cfg_(gemm_config(s)), pointwise_(pointwise_gemms(s)), mr_(pointwise_ ? 8 : cfg_.kernel->mr),
+      : s_(s), cfg_(gemm_config(s)), pointwise_(pointwise_gemms(s)), mr_(gemm_mr(s)),
         nr_(tile_unit(s)) {
     const WinogradConstants<M>& w = kWinograd<M>;
     if (bias) bias_.assign(bias, bias + s.d.out_channels);
@@ -524,8 +531,8 @@ class WinogradConv final : public Prepared {
     return true;
   }
 
-  // NCHW: the padded input (shared by the threads). Per thread: V, M and, in NCHW8, the
-  // copies of up to 8 border tiles.
+  // NCHW: the padded input (shared by the threads). Per thread: V, M and, in NCHW8 and
+  // NHWC in place, the copies of up to 8 border tiles.
   WorkspaceNeed need() const override {
     return {blocked() ? 0 : padded_floats(),
             round_up(v_floats(), 16) + round_up(m_floats(s_.d.out_channels), 16) + (blocked() ? kBorderFloats : 0)};
@@ -536,7 +543,7 @@ class WinogradConv final : public Prepared {
   // when a kernel tile's rows lie in one channel block (MR divides 8) or the pointwise
   // kernels run the GEMMs.
   bool native_layout(gk_layout layout) const override {
-    return layout == GK_LAYOUT_NCHW || (layout == s_.d.layout && channel_vectors(s_) && 8 % mr_ == 0);
+    return layout == GK_LAYOUT_NCHW || (layout == s_.d.layout && runs_in_place(s_));
   }
 
   void run(const float* input, float* output, const Workspace& ws) const override {
@@ -595,8 +602,8 @@ class WinogradConv final : public Prepared {
   // adding to the output.
   Finish finish() const { return {s_.d.activation, s_.adds_to_output()}; }
   // Output channels are shared between threads in whole kernel tiles, in NCHW8 whole blocks
-  // (NHWC: two, so threads write whole 64-byte lines of a pixel), on the pointwise kernels
-  // whole panels.
+  // (NHWC: pairs, so that on an aligned tensor of 16k channels threads write whole 64-byte
+  // lines of a pixel), on the pointwise kernels whole panels.
   int64_t channel_unit(bool blocked) const { return blocked ? (nhwc() ? 16 : 8) : mr_; }
   int64_t channel_units(bool blocked) const {
     return pointwise_ ? static_cast<int64_t>(panels_.size()) : ceil_div(s_.d.out_channels, channel_unit(blocked));
@@ -652,8 +659,8 @@ class WinogradConv final : public Prepared {
 
   // One block of tiles for output channels [channels.begin, channels.end): the channel
   // blocks' transforms and GEMMs into M, then the output transform.
-  // src: the padded NCHW copy, or in NCHW8 the input image itself (border: the thread's
-  // buffer for tiles that reach into the padding).
+  // src: the padded NCHW copy, or in NCHW8 and NHWC in place the input image itself
+  // (border: the thread's buffer for tiles that reach into the padding).
   void run_block(const float* src, Range tiles, Range channels, float* v, float* m, float* border, float* y,
                  bool blocked, PhaseTimes* sink) const {
     const int64_t count = tiles.end - tiles.begin, width = round_up(count, nr_);
@@ -743,8 +750,8 @@ class WinogradConv final : public Prepared {
     for (int64_t l = from * lines / count; l < to * lines / count; ++l) __builtin_prefetch(run + l * 16);
   }
 
-  // NCHW8: V as transform_input writes it, from the blocked image, 8 channels by 8 tiles at
-  // a time (groups of consecutive tiles inside one panel).
+  // NCHW8 and NHWC in place: V as transform_input writes it, from the image, 8 channels by
+  // 8 tiles at a time (groups of consecutive tiles inside one panel).
   void transform_input_blocked(const float* x, int64_t t0, int64_t count, int64_t width, int64_t ic0,
                                int64_t icn, float* border, float* v) const {
     const int64_t xi_stride = plane(icn * width);
@@ -784,9 +791,9 @@ class WinogradConv final : public Prepared {
     }
   }
 
-  // NCHW8 on the pointwise kernels: V[xi] at v + xi * plane(IC8 * width) (IC8: icn rounded up to
-  // 8), an NCHW8 image of `width` tiles (channel block b at + b * width * 8); the tiles
-  // past `count` zeroed.
+  // NCHW8 and NHWC in place on the pointwise kernels: V[xi] at v + xi * plane(IC8 * width)
+  // (IC8: icn rounded up to 8), an NCHW8 image of `width` tiles (channel block b at + b *
+  // width * 8); the tiles past `count` zeroed.
   void transform_input_pixel_major(const float* x, int64_t t0, int64_t count, int64_t width, int64_t ic0,
                                    int64_t icn, float* border, float* v) const {
     const int64_t xi_stride = plane(round_up(icn, 8) * width);
@@ -956,7 +963,7 @@ class WinogradConv final : public Prepared {
 
   Shape s_;
   KernelConfig cfg_;
-  bool pointwise_;  // NCHW8 GEMMs on the pointwise kernels (pointwise_gemms)
+  bool pointwise_;  // channel-vector GEMMs on the pointwise kernels (pointwise_gemms)
   int64_t mr_, nr_;
   std::vector<PointwisePanel> panels_;  // pointwise_: the output channels' panels
   aligned_vector<float> u_pointwise_;   // pointwise_: U[xi] per panel (pack_pointwise)
@@ -999,7 +1006,7 @@ class Winograd final : public Algorithm {
   // NHWC in place where the transforms' kernel keeps a tile's rows in one channel block
   // (WinogradConv::native_layout).
   bool runs_nhwc(const Shape& s) const override {
-    return nhwc_in_place(s) && (pointwise_gemms(s) || 8 % gemm_config(s).kernel->mr == 0);
+    return nhwc_in_place(s) && runs_in_place(s);
   }
   const char* tuning_name() const override { return "nr_tiles"; }
   // Half and twice the default block, when there are that many tiles.
@@ -1007,7 +1014,7 @@ class Winograd final : public Algorithm {
     Shape s = outer;
     if (Shape s8; nchw_through_blocked(outer, &s8)) s = s8;
     const int64_t nr = tile_unit(s);
-    const int64_t nb = blocking<M>(s, nr, pointwise_gemms(s) ? 8 : gemm_config(s).kernel->mr, 0).tiles;
+    const int64_t nb = blocking<M>(s, nr, gemm_mr(s), 0).tiles;
     const int64_t all = round_up(ceil_div(s.oh, M) * ceil_div(s.ow, M), nr);
     std::vector<int64_t> t;
     if (nb / 2 >= nr) t.push_back(round_up(nb / 2, nr));

@@ -30,10 +30,11 @@ const std::vector<const Algorithm*>& algorithms() {
 
 namespace {
 
-// AUTO until Fast-Run measures instead: channel-wise convs go to depthwise; in NCHW8, the
-// pointwise kernels' engines where they serve; grouped convs of small groups the engines
-// do not take go direct; 1x1 stride-1 convs are a GEMM on the image; everything else is
-// im2col_gemm.
+// AUTO until Fast-Run measures instead: channel-wise convs go to depthwise; in NCHW8 and
+// NHWC, the pointwise kernels' engines where they serve; grouped convs of small groups the
+// engines do not take go direct; 1x1 stride-1 convs are a GEMM on the image; everything
+// else is im2col_gemm.
+constexpr int64_t kNhwcEngine1x1MaxPixels = 100;  // 7x7 planes, not 14x14
 
 // Grouped (not channel-wise) convolutions whose groups are small: direct's register tiles
 // against im2col's GEMM per group (Xeon model 207, 1 thread, NCHW, ResNeXt-50's grouped
@@ -62,9 +63,15 @@ std::string auto_reason_against(const Algorithm* a, const Shape& s) {
       // In NHWC too, where the engine reads a 1x1's rows in place and gathers a strided
       // 1x1's pixels (Zen 5, 1 thread, ms, engine against gemm_1x1: 64 -> 128 channels at
       // 56x56 stride 2 0.072 vs 0.115, 16 -> 96 at 112x112 0.096 vs 0.181, 256 -> 512 at
-      // 56x56 0.96 vs 1.20; 2 threads 1.5-2.4x).
+      // 56x56 0.96 vs 1.20; 2 threads 1.5-2.4x). A strided 1x1 it runs on NCHW8 copies
+      // (grouped, or under 8 input channels) pays only on small planes (MobileNetV2's 1x1
+      // layers through copies against gemm_1x1 in place, 1 thread: 7x7 0.21 vs 0.32 ms,
+      // 14x14 0.105 vs 0.089, 112x112 1.15 vs 0.75).
+      if (a->id() == GK_CONV_ALGO_GEMM_1X1 && s.d.layout == GK_LAYOUT_NHWC &&
+          !pointwise_nchw8_algorithm()->runs_nhwc(s) && s.pixels() > kNhwcEngine1x1MaxPixels)
+        return "";
       if (pointwise_nchw8_algorithm()->unusable_reason(s).empty() || direct_nchw8_algorithm()->unusable_reason(s).empty())
-        return "AUTO prefers the pointwise kernels' engine in NCHW8";
+        return "AUTO prefers the pointwise kernels' engine";
       if (auto_prefers_direct(s)) return "AUTO prefers direct for groups this small";
       return "";
     case GK_CONV_ALGO_POINTWISE_NCHW8:

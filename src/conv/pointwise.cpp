@@ -117,7 +117,7 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
     : s_(s), has_bias_(bias != nullptr), add_(s.adds_to_output()) {
   const gk_conv_desc& d = s.d;
   direct_ = runs_direct(s) || (direct_on_blocks && direct_on_blocks_pays(s));
-  nhwc_ = reads_nhwc(s) || gathers_nhwc(s);
+  nhwc_ = nhwc_in_place(s);
   activation_ = static_cast<int>(make_epilogue(s, nullptr, 0).act);
   in_blocks_ = ceil_div(d.in_channels, 8);
   taps_ = d.kernel_h * d.kernel_w;
@@ -494,13 +494,13 @@ int64_t PointwiseNchw8::nhwc_rows_copy_floats() const {
 
 // NHWC, in place: pixels [p0, p1) of panel p, K rows [k0, k0 + K block) read from the
 // image's rows (`a`: pixel p0's channel k0; pixels a_row floats apart: in_channels, or a
-// copy's nhwc_copied_row()). A panel of
-// real channels only is stored straight into the NHWC rows (run_tiles_into_rows). The
-// last panel of a channel count that is not a multiple of 8 (its lanes past the last
-// channel would land on the next pixel's), and a last partial tile that rest_calls gives
-// a whole tile, are staged blocked, up to kNhwcStagePixels at a time, and their real
-// channels stored into the rows; a partial last tile reads its pixels from a copy padded
-// with zeros, so no call reads past the image.
+// copy's or a gathered chunk's nhwc_copied_row()). A panel of real channels only is stored
+// straight into the NHWC rows (run_tiles_into_rows). The last panel of a channel count
+// that is not a multiple of 8 (its lanes past the last channel would land on the next
+// pixel's), and a last partial tile that rest_calls gives a whole tile, are staged
+// blocked, up to kNhwcStagePixels at a time, and their real channels stored into the rows;
+// a partial last tile reads its pixels from a copy padded with zeros, so no call reads
+// past the image.
 GK_POINTWISE_TARGET void PointwiseNchw8::run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, int64_t a_row,
                                                         float* y, int64_t p0, int64_t p1, float* stage) const {
   const int64_t oc = s_.d.out_channels, rows = std::min(k_block_, k_rows_ - k0);

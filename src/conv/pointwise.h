@@ -6,7 +6,9 @@
 //  - any other kernel, stride, padding or dilation: im2col, a pixel chunk at a time, into a
 //    blocked buffer whose "channels" are (tap, input channel): each tap of a pixel copies
 //    whole 8-channel vectors (a run of pixels along an input row is one copy), so building
-//    a chunk costs a vector copy per (tap, channel block, pixel) against 8 x NR FMAs.
+//    a chunk costs a vector copy per (tap, channel block, pixel) against 8 x NR FMAs. NHWC
+//    in and out: the chunk pixel-major instead, a copy of a pixel's channels per tap, the
+//    outputs stored into the NHWC rows (gathers_nhwc).
 //  - under 8 input channels (RGB stems): direct, the kernels read the image in place
 //    through per-tap offsets (run_direct); only the pixels whose taps cross the left or
 //    right padding are gathered (a row's taps above or below the image read a zero row).
@@ -46,6 +48,8 @@ class PointwiseNchw8 {
   // in place): each pixel's taps gathered from the rows, a copy of its channels per tap,
   // the outputs stored into the NHWC rows as reads_nhwc's.
   static bool gathers_nhwc(const Shape& s);
+  // Either: NHWC in and out, the outputs stored into the rows by run_tiles_nhwc.
+  static bool nhwc_in_place(const Shape& s) { return reads_nhwc(s) || gathers_nhwc(s); }
   // Whether `s` runs direct (an RGB stem) from an NHWC or NCHW input (both read in place)
   // into an NHWC output, the outputs stored into its rows: ungrouped, whole 8-channel
   // blocks of output channels (every panel's channels real).
@@ -158,7 +162,7 @@ class PointwiseNchw8 {
   bool has_bias_;
   bool add_;     // adding to the output: the kernels accumulate from the first K block on
   bool direct_;
-  bool nhwc_;    // reads_nhwc or gathers_nhwc
+  bool nhwc_;    // nhwc_in_place
   bool planar_;  // direct, on an NCHW input
   bool direct_nhwc_rows_;  // writes_nhwc_rows
   bool nhwc_in_;           // direct on an NHWC input, read in place (under 8 channels)
