@@ -14,6 +14,7 @@ optimize_for_inference, measured in the same run, round by round in turn; writes
 WORK_DIR/networks.md and networks.csv.
 """
 import argparse
+import copy
 import os
 import statistics
 import subprocess
@@ -65,7 +66,7 @@ def check(a):
             out_path = os.path.join(a.work, f"{name}.out{batch}.npy")
             np.save(in_path, x.numpy())
             for mode, flags, bound in (("high-accuracy", ["--high-accuracy"], 1e-4), ("auto", [], 1e-3)):
-                for layout in ("NCHW8", "NCHW"):
+                for layout in a.layouts:
                     try:
                         gk_infer(a.gk_infer, path, in_path, out_path, ["--layout", layout] + flags)
                         got = np.load(out_path)
@@ -79,6 +80,12 @@ def check(a):
                           flush=True)
     print(f"networks: {passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
+
+
+def gk_fields(binary, model_path, in_path, args, env):
+    """gk-infer's key=value figures (median_ms, conv_ms, other_ms, ...) as floats."""
+    out = gk_infer(binary, model_path, in_path, None, args, env)
+    return {k: float(v) for line in out.split("\n") for k, v in (kv.split("=") for kv in line.split() if "=" in kv)}
 
 
 def torch_median_ms(fn, x, reps):
@@ -125,11 +132,10 @@ def bench_basic_block(a, in_path, env):
         other = []
         for _ in range(a.rounds):
             for path in (fused, separate):
-                out = gk_infer(a.gk_infer, path, in_path, None, args + ["--time", "--rounds", str(4 * a.reps)], env)
-                fields = dict(kv.split("=") for line in out.split("\n") for kv in line.split() if "=" in kv)
-                runs[path].append(float(fields["median_ms"]))
+                fields = gk_fields(a.gk_infer, path, in_path, args + ["--time", "--rounds", str(4 * a.reps)], env)
+                runs[path].append(fields["median_ms"])
                 if path == separate:
-                    other.append(float(fields["other_ms"]))
+                    other.append(fields["other_ms"])
         m = statistics.median
         lines.append(f"| {threads} | {m(runs[fused]):.3f} | {m(runs[separate]):.3f} | "
                      f"{m(runs[separate]) - m(runs[fused]):.3f} | {m(other):.3f} |")
@@ -151,30 +157,41 @@ def bench(a):
         path = model_file(a.work, name, model)
         with torch.no_grad():
             frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model, x)))
+        # PyTorch's NHWC: the model and the image in channels_last (eager), the peer of gemmkit NHWC.
+        model_cl, x_cl = copy.deepcopy(model).to(memory_format=torch.channels_last), x.contiguous(
+            memory_format=torch.channels_last)
         for threads in a.threads:
             torch.set_num_threads(threads)
-            gk_args = ["--threads", str(threads), "--layout", "NCHW8", "--algo", "fastrun"]
-            gk_infer(a.gk_infer, path, in_path, None, gk_args, env)  # profiles into the cache
-            with torch.no_grad():  # warm up both PyTorch modes
-                model(x), frozen(x), frozen(x)
-            gk, conv, other, eager, ofi = [], [], [], [], []
-            for _ in range(a.rounds):  # each round measures all three, in turn
-                out = gk_infer(a.gk_infer, path, in_path, None, gk_args + ["--time", "--rounds", str(a.reps)], env)
-                fields = dict(kv.split("=") for line in out.split("\n") for kv in line.split() if "=" in kv)
-                gk.append(float(fields["median_ms"]))
-                conv.append(float(fields["conv_ms"]))
-                other.append(float(fields["other_ms"]))
+            gk_args = {layout: ["--threads", str(threads), "--layout", layout, "--algo", "fastrun"]
+                       for layout in ("NCHW8", "NHWC")}
+            for args in gk_args.values():
+                gk_infer(a.gk_infer, path, in_path, None, args, env)  # profiles into the cache
+            with torch.no_grad():  # warm up the PyTorch modes
+                model(x), frozen(x), frozen(x), model_cl(x_cl)
+            gk, conv, other, nhwc, eager, ofi, cl = [], [], [], [], [], [], []
+            for _ in range(a.rounds):  # each round measures all five, in turn
+                fields = gk_fields(a.gk_infer, path, in_path, gk_args["NCHW8"] + ["--time", "--rounds", str(a.reps)], env)
+                gk.append(fields["median_ms"])
+                conv.append(fields["conv_ms"])
+                other.append(fields["other_ms"])
+                fields = gk_fields(a.gk_infer, path, in_path, gk_args["NHWC"] + ["--time", "--rounds", str(a.reps)], env)
+                nhwc.append(fields["median_ms"])
                 eager.append(torch_median_ms(model, x, a.reps))
                 ofi.append(torch_median_ms(frozen, x, a.reps))
+                cl.append(torch_median_ms(model_cl, x_cl, a.reps))
             m = statistics.median
             row = dict(net=name, threads=threads, gemmkit_ms=m(gk), conv_ms=m(conv), other_ms=m(other),
-                       eager_ms=m(eager), ofi_ms=m(ofi), best_gemmkit_ms=min(gk))
-            row["vs_best_torch"] = row["gemmkit_ms"] / min(row["eager_ms"], row["ofi_ms"])
+                       eager_ms=m(eager), ofi_ms=m(ofi), best_gemmkit_ms=min(gk), nhwc_ms=m(nhwc),
+                       channels_last_ms=m(cl))
+            best_torch = min(row["eager_ms"], row["ofi_ms"], row["channels_last_ms"])
+            row["vs_best_torch"] = row["gemmkit_ms"] / best_torch
+            row["nhwc_vs_best_torch"] = row["nhwc_ms"] / best_torch
             row["outside_conv"] = row["other_ms"] / row["gemmkit_ms"]
             rows.append(row)
             print(f"{name} threads={threads}: gemmkit {row['gemmkit_ms']:.2f} ms (conv {row['conv_ms']:.2f}, other "
-                  f"{row['other_ms']:.2f}), PyTorch eager {row['eager_ms']:.2f}, optimize_for_inference "
-                  f"{row['ofi_ms']:.2f}: {row['vs_best_torch']:.2f}x the faster PyTorch", flush=True)
+                  f"{row['other_ms']:.2f}), NHWC {row['nhwc_ms']:.2f}, PyTorch eager {row['eager_ms']:.2f}, "
+                  f"optimize_for_inference {row['ofi_ms']:.2f}, channels_last {row['channels_last_ms']:.2f}: "
+                  f"{row['vs_best_torch']:.2f}x the fastest PyTorch", flush=True)
     with open(os.path.join(a.work, "networks.csv"), "w") as f:
         keys = list(rows[0].keys())
         f.write(",".join(keys) + "\n")
@@ -183,17 +200,19 @@ def bench(a):
     lines = ["# Whole networks: gemmkit vs PyTorch " + torch.__version__,
              "",
              f"Batch 1, 3x224x224, median ms of {a.rounds} rounds x {a.reps} passes, each round measuring all "
-             "three in turn. gemmkit: gk-infer, NCHW8, FASTRUN (profile cached); PyTorch: eager NCHW, and "
-             "TorchScript frozen + optimize_for_inference. ratio = gemmkit / the faster PyTorch (< 1: gemmkit "
-             "faster); outside conv = share of gemmkit's time in the other operations.",
+             "five in turn. gemmkit: gk-infer, NCHW8 (and NHWC), FASTRUN (profile cached); PyTorch: eager NCHW, "
+             "TorchScript frozen + optimize_for_inference, and eager channels_last (NHWC). ratio = gemmkit / the "
+             "fastest PyTorch (< 1: gemmkit faster); outside conv = share of gemmkit's NCHW8 time in the other "
+             "operations.",
              "",
-             "| network | threads | gemmkit ms | best round | conv ms | other ms | outside conv | PyTorch eager ms "
-             "| PyTorch optimize_for_inference ms | ratio |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| network | threads | gemmkit ms | best round | conv ms | other ms | outside conv | gemmkit NHWC ms "
+             "| PyTorch eager ms | PyTorch optimize_for_inference ms | PyTorch channels_last ms | ratio | NHWC ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['net']} | {r['threads']} | {r['gemmkit_ms']:.2f} | {r['best_gemmkit_ms']:.2f} | "
-                     f"{r['conv_ms']:.2f} | {r['other_ms']:.2f} | {100 * r['outside_conv']:.1f}% | {r['eager_ms']:.2f} | "
-                     f"{r['ofi_ms']:.2f} | {r['vs_best_torch']:.2f} |")
+                     f"{r['conv_ms']:.2f} | {r['other_ms']:.2f} | {100 * r['outside_conv']:.1f}% | {r['nhwc_ms']:.2f} | "
+                     f"{r['eager_ms']:.2f} | {r['ofi_ms']:.2f} | {r['channels_last_ms']:.2f} | "
+                     f"{r['vs_best_torch']:.2f} | {r['nhwc_vs_best_torch']:.2f} |")
     lines += bench_basic_block(a, in_path, env)
     with open(os.path.join(a.work, "networks.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -208,6 +227,7 @@ def main():
     p.add_argument("work")
     p.add_argument("--nets", default=",".join(ex.NETWORKS))
     p.add_argument("--batches", default="1,4")
+    p.add_argument("--layouts", default="NCHW8,NCHW,NHWC", help="gk-infer layouts the check runs")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=5)
@@ -215,6 +235,7 @@ def main():
     a.nets = a.nets.split(",")
     a.batches = [int(b) for b in a.batches.split(",")]
     a.threads = [int(t) for t in a.threads.split(",")]
+    a.layouts = a.layouts.split(",")
     os.makedirs(a.work, exist_ok=True)
     return check(a) if a.mode == "check" else bench(a)
 

@@ -307,7 +307,8 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk_nhwc(const float* x, int64
       const int64_t lo = std::max(k0, tap * cs), hi = std::min(k1, tap * cs + cs);
       const bool inside = ih >= 0 && ih < d.in_height && iw >= 0 && iw < d.in_width;
       const int64_t real = inside ? std::max(lo, std::min(hi, tap * cs + c)) : lo;
-      copy_run(row + lo, x + (ih * d.in_width + iw) * c + lo - tap * cs, real - lo);
+      // Padded taps copy nothing and form no pointer (theirs would lie outside the image).
+      if (real > lo) copy_run(row + lo, x + (ih * d.in_width + iw) * c + lo - tap * cs, real - lo);
       zero_run(row + real, hi - real);
     }
   }

@@ -624,8 +624,38 @@ void shuffle_planes(const Blocked& out, int64_t groups, const ShuffleSource& src
   }
 }
 
+// dst[2j] = a[j], dst[2j + 1] = b[j] for j < n: 4 pairs per two 4-lane stores (SSE's
+// unpcklps / unpckhps; the 8-lane shuffle is not one instruction without AVX).
+GK_INLINE void interleave_pairs(float* dst, const float* a, const float* b, int64_t n) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const v4 va = load4(a + j), vb = load4(b + j);
+    store4(dst + 2 * j, __builtin_shuffle(va, vb, v4i{0, 4, 1, 5}));
+    store4(dst + 2 * j + 4, __builtin_shuffle(va, vb, v4i{2, 6, 3, 7}));
+  }
+  for (; j < n; ++j) dst[2 * j] = a[j], dst[2 * j + 1] = b[j];
+}
+
+// Inside a parallel region: a 2-group shuffle in NHWC (ShuffleNet's), each pixel's two
+// halves interleaved by vectors (element by element it took 3x NCHW8's time). Shuffled
+// channel s is channel s / 2 of group s % 2: an odd c_first starts on group 1.
+void shuffle_pixels_in_pairs(const Blocked& out, const ShuffleSource& src, int64_t c_first, float* y) {
+  const ShuffleSource::Group g0 = src.group(0), g1 = src.group(1);
+  const int64_t pixels = out.n * out.h * out.w, odd = c_first % 2, q = (c_first + 1) / 2, pairs = (out.c - odd) / 2;
+#pragma omp for schedule(static) nowait
+  for (int64_t p = 0; p < pixels; ++p) {
+    float* row = y + p * out.c;
+    const float* a = g0.x + p * g0.t.c + g0.c0 + q;
+    const float* b = g1.x + p * g1.t.c + g1.c0 + q;
+    if (odd) *row++ = b[-1];
+    interleave_pairs(row, a, b, pairs);
+    if ((out.c - odd) % 2) row[2 * pairs] = a[pairs];
+  }
+}
+
 // Inside a parallel region: a shuffle in NHWC, each pixel's groups x per_group transposed.
 void shuffle_pixels(const Blocked& out, int64_t groups, const ShuffleSource& src, int64_t c_first, float* y) {
+  if (groups == 2) return shuffle_pixels_in_pairs(out, src, c_first, y);
   const int64_t pixels = out.n * out.h * out.w;
 #pragma omp for schedule(static) nowait
   for (int64_t p = 0; p < pixels; ++p)
