@@ -1,6 +1,6 @@
 // Network operations on the shapes of ShuffleNetV2 x1.0 and ResNet-18 (batch 1, 224x224):
 // channel concat / split / shuffle, and for reference max pooling 3x3/2, add (in place,
-// with ReLU) and global average pooling, in NCHW8 and NCHW. Each op is timed next to a
+// with ReLU) and global average pooling, in NCHW8, NCHW and NHWC. Each op is timed next to a
 // memcpy that moves the same bytes (half its traffic copied: as many read and written), in
 // the same interleaved rounds (the order rotating by round): these ops move memory, so the
 // memcpy rate is the bar. Reports medians (ms, GB/s of the op's traffic, op / memcpy), and
@@ -32,7 +32,11 @@ using gkbench::arg;
 using gkbench::median;
 using Tensor = gk::aligned_vector<float>;
 
-const char* layout_name(gk_layout l) { return l == GK_LAYOUT_NCHW ? "NCHW" : "NCHW8"; }
+// The layouts every op is timed in: the blocked one, and the two plain ones.
+constexpr gk_layout kLayouts[] = {GK_LAYOUT_NCHW8, GK_LAYOUT_NCHW, GK_LAYOUT_NHWC};
+const char* layout_name(gk_layout l) {
+  return l == GK_LAYOUT_NCHW ? "NCHW" : l == GK_LAYOUT_NHWC ? "NHWC" : "NCHW8";
+}
 
 Tensor random_tensor(const gk_tensor_desc& t, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -252,7 +256,7 @@ int main(int argc, char** argv) {
   const std::vector<int> thread_counts = gkbench::thread_list(argc, argv);
 
   std::vector<std::unique_ptr<Point>> points;
-  for (gk_layout l : {GK_LAYOUT_NCHW8, GK_LAYOUT_NCHW})
+  for (gk_layout l : kLayouts)
     for (auto& p : make_points(l)) points.push_back(std::move(p));
   std::vector<std::unique_ptr<Memcpy>> copies;
   std::vector<std::vector<std::string>> groups;
@@ -272,7 +276,7 @@ int main(int argc, char** argv) {
   totals << "| layout | threads | concat ms | split ms | shuffle ms | together ms | memcpy of the same bytes ms |\n"
          << "|---|---|---|---|---|---|---|\n";
   for (int t : thread_counts)
-    for (gk_layout l : {GK_LAYOUT_NCHW8, GK_LAYOUT_NCHW}) totals << report_layout(points, samples, l, t, &table, &csv);
+    for (gk_layout l : kLayouts) totals << report_layout(points, samples, l, t, &table, &csv);
   std::ostringstream report;
   report << "# Network operations against memcpy (medians of " << rounds << " interleaved rounds)\n\n"
          << "## ShuffleNetV2 x1.0's channel operations per forward pass (time x count)\n\n"

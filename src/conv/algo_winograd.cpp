@@ -585,6 +585,10 @@ class WinogradConv final : public Prepared {
   // NCHW8 and NHWC in place run on the tensors (else on NCHW copies).
   bool blocked() const { return s_.d.layout != GK_LAYOUT_NCHW && native_layout(s_.d.layout); }
   bool nhwc() const { return s_.d.layout == GK_LAYOUT_NHWC; }
+  // Channel vectors: the floats from one pixel of an 8-channel block to the next (NCHW8's
+  // 8; NHWC's channel count), and where block `block` of an image of `pixels` pixels starts.
+  int64_t pixel_stride(int64_t channels) const { return nhwc() ? channels : 8; }
+  int64_t block_offset(int64_t block, int64_t pixels) const { return block * 8 * (nhwc() ? 1 : pixels); }
   int64_t padded_floats() const { return s_.d.in_channels * hp_ * M * len_; }
   // NCHW8: a group of up to 8 tiles, each alpha x alpha pixels of 8 channels.
   static constexpr int64_t kBorderFloats = 8 * A * A * 8;
@@ -709,9 +713,8 @@ class WinogradConv final : public Prepared {
     const gk_conv_desc& d = s_.d;
     const int64_t h = d.in_height, w = d.in_width;
     const int64_t iy = t / tw_ * M - d.pad_top, ix = t % tw_ * M - d.pad_left;
-    // Channel block `block` of pixel (0, 0), and the floats from one pixel to the next.
-    const int64_t pixel = nhwc() ? d.in_channels : 8;
-    const float* image = x + block * (nhwc() ? 8 : h * w * 8);
+    const int64_t pixel = pixel_stride(d.in_channels);
+    const float* image = x + block_offset(block, h * w);
     if (iy >= 0 && ix >= 0 && iy + A <= h && ix + A <= w) return {image + (iy * w + ix) * pixel, w * pixel, pixel};
     float* copy = border + q * A * A * 8;
     const int64_t lo = std::clamp<int64_t>(-ix, 0, A), hi = std::clamp<int64_t>(w - ix, lo, A);
@@ -723,7 +726,11 @@ class WinogradConv final : public Prepared {
       }
       zero_run(dst, lo * 8);
       const float* src = image + ((iy + r) * w + ix) * pixel;
-      for (int64_t c = lo; c < hi; ++c) copy_run(dst + c * 8, src + c * pixel, 8);
+      if (pixel == 8) {  // NCHW8: the row's pixels are one run
+        copy_run(dst + lo * 8, src + lo * 8, (hi - lo) * 8);
+      } else {
+        for (int64_t c = lo; c < hi; ++c) copy_run(dst + c * 8, src + c * pixel, 8);
+      }
       zero_run(dst + hi * 8, (A - hi) * 8);
     }
     return {copy, A * 8, 8};
@@ -871,10 +878,10 @@ class WinogradConv final : public Prepared {
                                 float* y) const {
     const bool adding = finish().add;
     const int64_t xi_m = plane(m_rows(channels.end - channels.begin) * width);
-    const int64_t pixel = nhwc() ? s_.d.out_channels : 8, row = s_.ow * pixel;
+    const int64_t pixel = pixel_stride(s_.d.out_channels), row = s_.ow * pixel;
     for (int64_t o = channels.begin; o < channels.end; o += 8) {
       const float* mb = m + (o - channels.begin) / 8 * width * 8;
-      float* plane = y + (nhwc() ? o : o / 8 * s_.oh * row);
+      float* plane = y + block_offset(o / 8, s_.oh * s_.ow);
       for (int64_t pos = 0; pos < count; ++pos) {
         const int64_t ty = (t0 + pos) / tw_, tx = (t0 + pos) % tw_;
         if (adding) prefetch_residual_tile(plane, t0 + pos + kResidualPrefetchTiles, row, pixel);
