@@ -2,16 +2,16 @@
 """Whole networks against PyTorch: gk-infer on models exported from torchvision's
 definitions (scripts/export_torchvision.py), PyTorch on the same weights and input.
 
-    scripts/networks.py check GK_INFER WORK_DIR [--nets a,b] [--batches 1,4]
+    scripts/networks.py check GK_INFER WORK_DIR [--nets a,b] [--batches 1,4] [--layouts NCHW8,NCHW,NHWC]
     scripts/networks.py bench GK_INFER WORK_DIR [--nets a,b] [--threads 1,2] [--rounds R]
 
 check: the logits agree, max |diff| <= 1e-4 x max |logit| with --high-accuracy (no
-Winograd F(4x4)/F(6x6)) and <= 1e-3 x max |logit| with AUTO, in NCHW8 and NCHW. Exits
-non-zero on any failure; prints "N passed, N failed".
-bench: median milliseconds of a whole forward pass (batch 1, 3x224x224), gemmkit NCHW8
-FASTRUN (profiled once, then cached) against PyTorch eager and TorchScript frozen +
-optimize_for_inference, measured in the same run, round by round in turn; writes
-WORK_DIR/networks.md and networks.csv.
+Winograd F(4x4)/F(6x6)) and <= 1e-3 x max |logit| with AUTO, in each layout (NCHW8, NCHW
+and NHWC by default). Exits non-zero on any failure; prints "N passed, N failed".
+bench: median milliseconds of a whole forward pass (batch 1, 3x224x224), gemmkit NCHW8 and
+NHWC FASTRUN (profiled once, then cached) against PyTorch eager (NCHW and channels_last)
+and TorchScript frozen + optimize_for_inference, measured in the same run, round by round
+in turn; writes WORK_DIR/networks.md and networks.csv.
 """
 import argparse
 import copy

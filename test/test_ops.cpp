@@ -693,7 +693,8 @@ TEST(Ops, ChannelShuffleEveryGroupingEveryKernel) {
 
 // The splits gk_concat_shuffle_split_channels is tried with on c channels: halves (a
 // ShuffleNetV2 unit), one channel then the rest, three parts with the middle one not
-// wanted (0 in `wanted`), and one part of all.
+// wanted (0 in `wanted`), parts starting at an odd shuffled channel (one channel; all but
+// the last, an even count when c is), and one part of all.
 struct SplitSpec {
   std::vector<int64_t> channels;
   std::vector<bool> wanted;
@@ -701,7 +702,11 @@ struct SplitSpec {
 std::vector<SplitSpec> split_specs(int64_t c) {
   std::vector<SplitSpec> specs = {{{c}, {true}}};
   if (c >= 2) specs.push_back({{c / 2, c - c / 2}, {true, true}}), specs.push_back({{1, c - 1}, {true, true}});
-  if (c >= 3) specs.push_back({{c / 3, 1, c - c / 3 - 1}, {true, false, true}});
+  if (c >= 3) {
+    specs.push_back({{c / 3, 1, c - c / 3 - 1}, {true, false, true}});
+    specs.push_back({{1, 1, c - 2}, {true, true, true}});
+    specs.push_back({{1, c - 2, 1}, {true, true, true}});
+  }
   return specs;
 }
 

@@ -726,7 +726,7 @@ class WinogradConv final : public Prepared {
       }
       zero_run(dst, lo * 8);
       const float* src = image + ((iy + r) * w + ix) * pixel;
-      if (pixel == 8) {  // NCHW8: the row's pixels are one run
+      if (pixel == 8) {  // pixels 8 floats apart (NCHW8, or NHWC of 8 channels): one run
         copy_run(dst + lo * 8, src + lo * 8, (hi - lo) * 8);
       } else {
         for (int64_t c = lo; c < hi; ++c) copy_run(dst + c * 8, src + c * pixel, 8);
