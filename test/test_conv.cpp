@@ -506,6 +506,99 @@ TEST(Conv, DirectRegisterTiles) {
   EXPECT_NE(plan_name(32, 30, 1, 3), "direct");        // ungrouped
 }
 
+// Direct on NCHW8 tensors without copies: a super-group of whole channel blocks per item,
+// its input transposed into a whole-image panel, its output computed into planes and
+// transposed back (16 pixels at a time with AVX-512, then 8, then one by one). Group
+// widths 1..16 (merged by 2 to 8; input and output widths apart), widths 1..57 around
+// those steps and the vector widths, kernels 1x1 to 5x3, vertical strides and dilations,
+// asymmetric padding, batch 1..2, 1 and 2 threads, every kernel of the CPU. The workspace
+// is a thread's panel and planes, not copies of the tensors.
+TEST(Conv, DirectOnChannelBlocks) {
+  struct Groups {
+    int64_t icg, ocg, groups;
+  };
+  const Groups groups[] = {{4, 4, 32}, {8, 8, 16}, {8, 16, 16}, {16, 8, 16}, {1, 1, 128},
+                           {3, 3, 128}, {2, 6, 64}, {12, 4, 32}, {5, 8, 128}};
+  const int64_t widths[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 28, 31, 33, 40, 57};
+  int i = 0;
+  for (const char* kernel : {"", "avx2-6x16", "generic"}) {
+    if (gk_set_kernel(kernel) != GK_OK) continue;  // not this CPU's
+    for (int64_t w : widths)
+      for (int r = 0; r < 2; ++r, ++i) {
+        const Groups& g = groups[i % 9];
+        gk_conv_desc d;
+        gk_conv_desc_init(&d);
+        d.batch = 1 + i % 2, d.groups = g.groups;
+        d.in_channels = g.icg * g.groups, d.out_channels = g.ocg * g.groups;
+        d.in_height = 1 + (i * 7 + r * 3) % 12, d.in_width = w;
+        d.kernel_h = 1 + 2 * (i % 3), d.kernel_w = 1 + 2 * (i / 2 % 3 % 2);  // 5x3 too
+        d.stride_h = 1 + (i + r) % 2, d.dilation_h = 1 + i % 2, d.dilation_w = 1 + (i / 3) % 2;
+        d.pad_top = d.kernel_h / 2, d.pad_bottom = i % 2 ? d.kernel_h / 2 : d.kernel_h - 1;
+        d.pad_left = i / 2 % 5 == 0 ? 0 : d.kernel_w / 2 * d.dilation_w, d.pad_right = i % 5 == 1 ? 0 : d.kernel_w / 2 * d.dilation_w;
+        int64_t oh = 0, ow = 0;
+        if (gk_conv_output_size(&d, &oh, &ow) != GK_OK) {  // a window past the padded input
+          d.in_height += d.kernel_h * d.dilation_h;
+          d.in_width += d.kernel_w * d.dilation_w;
+        }
+        d.layout = GK_LAYOUT_NCHW8;
+        d.activation = gk_activation(i % 3);
+        gk_set_num_threads(1 + (i / 2) % 2);
+        SCOPED_TRACE(std::string("kernel '") + kernel + "' " + gktest::describe(d));
+        const gktest::ConvCase c = gktest::make_conv_case(d, i % 4 != 0, uint32_t(i));
+        EXPECT_EQ(gktest::check_conv(c, GK_CONV_ALGO_DIRECT), "direct");
+        // In a workspace of NaNs, the same output: nothing reads what the run did not write.
+        gk_conv_plan* plan = nullptr;
+        ASSERT_EQ(gk_conv_plan_create(&d, c.w.data(), nullptr, GK_CONV_ALGO_DIRECT, &plan), GK_OK);
+        std::vector<float> x(size_t(gk_tensor_size(d.layout, d.batch, d.in_channels, d.in_height, d.in_width)));
+        ASSERT_EQ(gk_convert_layout(c.x.data(), GK_LAYOUT_NCHW, x.data(), d.layout, d.batch, d.in_channels,
+                                    d.in_height, d.in_width), GK_OK);
+        const size_t out = size_t(gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow));
+        std::vector<float> cached(out, 1.0f), nans(out, 2.0f);
+        std::vector<float> ws(size_t(gk_conv_plan_workspace_size(plan) / 4 + 16), std::nanf(""));
+        float* ws64 = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) / 4 % 16) % 16;
+        EXPECT_EQ(gk_conv_run(plan, x.data(), cached.data()), GK_OK);
+        EXPECT_EQ(gk_conv_run_with_workspace(plan, x.data(), nans.data(), ws64, gk_conv_plan_workspace_size(plan)),
+                  GK_OK) << gk_last_error();
+        EXPECT_EQ(cached, nans);
+        gk_conv_plan_destroy(plan);
+        if (HasFailure()) break;
+      }
+    // ResNeXt's 4-channel groups at 56x56: a thread's panel and planes (8 channels each)
+    // take 240 KiB, the copies of the tensors 3.1 MiB.
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = 1, d.in_channels = d.out_channels = 128, d.groups = 32, d.in_height = d.in_width = 56;
+    d.kernel_h = d.kernel_w = 3, d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = 1;
+    d.layout = GK_LAYOUT_NCHW8;
+    const std::vector<float> w(128 * 4 * 9, 0.01f);
+    gk_conv_plan* plan = nullptr;
+    ASSERT_EQ(gk_conv_plan_create(&d, w.data(), nullptr, GK_CONV_ALGO_DIRECT, &plan), GK_OK);
+    EXPECT_LE(gk_conv_plan_workspace_size(plan), int64_t{300} * 1024 * std::max(1, gk_get_num_threads()));
+    gk_conv_plan_destroy(plan);
+    if (HasFailure()) break;
+  }
+  gk_set_kernel(nullptr);
+  gk_set_num_threads(0);
+  // AUTO in NCHW8 and NHWC: with AVX-512, direct on the blocks for groups of up to 8
+  // channels; the engine for wider groups (and AVX2's engine for any).
+  auto plan_name = [](int64_t channels, int64_t hw, gk_layout layout) {
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = 1, d.in_channels = d.out_channels = channels, d.in_height = d.in_width = hw, d.groups = 32;
+    d.kernel_h = d.kernel_w = 3, d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = 1;
+    d.layout = layout;
+    return gktest::check_conv(gktest::make_conv_case(d, true, 9), GK_CONV_ALGO_AUTO, 300);
+  };
+  const bool avx512 = std::string(gk_kernel_name()) == "avx512";
+  const std::string small_groups = avx512 || !has_pointwise_kernels() ? "direct" : "pointwise_nchw8";
+  EXPECT_EQ(plan_name(128, 30, GK_LAYOUT_NCHW8), small_groups);  // 4 channels a group
+  EXPECT_EQ(plan_name(256, 14, GK_LAYOUT_NCHW8), small_groups);  // 8
+  EXPECT_EQ(plan_name(128, 20, GK_LAYOUT_NHWC), small_groups);
+  if (has_pointwise_kernels()) {
+    EXPECT_EQ(plan_name(512, 14, GK_LAYOUT_NCHW8), "pointwise_nchw8");  // 16
+  }
+}
+
 // Grouped convolutions on the NCHW8 engine (a super-group of whole channel blocks at a
 // time, direct or on im2col chunks), forced and chosen by AUTO: channels per group 1..64
 // with odd ones, input and output group widths apart, groups merged in pairs and fours,

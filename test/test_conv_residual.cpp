@@ -355,6 +355,15 @@ TEST(ConvResidual, EveryAlgorithmLayoutActivationAndThreads) { sweep(small_shape
 // the last; the pointwise kernels add the residual on their first K block.
 TEST(ConvResidual, KSplitIntoBlocks) { sweep(large_k_shapes(), 200, true); }
 
+// Direct on NCHW8 channel blocks (16 super-groups or more): the residual transposed into
+// the output planes with the input. 4-channel groups in pairs; 8-channel groups, batch 2,
+// 2 rows apart.
+TEST(ConvResidual, DirectOnChannelBlocks) {
+  gk_conv_desc strided = conv(2, 64, 9, 21, 64, 3, 1, 1, 8);
+  strided.stride_h = 2;
+  sweep({conv(1, 128, 7, 19, 128, 3, 1, 1, 32), strided}, 400, true);
+}
+
 // Without the flag the output is never read: it starts as NaN everywhere.
 TEST(ConvResidual, WithoutTheFlagNothingReadsTheOutput) {
   const FastRunScope fastrun;

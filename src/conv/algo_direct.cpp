@@ -14,6 +14,11 @@
 // as many input channels as fit kPanelFloats; more are accumulated in the output row.
 // Bias, the residual (adding to the output) and the activation are applied as a tile is
 // stored.
+// NCHW8 (blocked mode): an item is a super-group of consecutive groups whose channels are
+// whole 8-channel blocks on both sides, of one image; its input blocks are transposed into
+// planes in the thread's workspace, its output computed into planes there and transposed
+// into the output's blocks, all while they stay in L2 (through whole-tensor NCHW copies,
+// 4-channel groups at 56x56 took 0.78 against 0.55 ms in NCHW).
 #include <omp.h>
 
 #include <algorithm>
@@ -23,6 +28,7 @@
 #include "conv/conv.h"
 #include "conv/vec.h"
 #include "gemm/gemm.h"
+#include "gemm/partition.h"
 
 namespace gk {
 namespace conv {
@@ -279,7 +285,8 @@ DirectWeights pack_direct_weights(const Shape& s, const DirectGeometry& g, const
 
 // What a run passes to the item function: one item's image, group, oc blocks and band.
 struct DirectItem {
-  const float* x;   // the group's input planes of the image
+  const float* x;   // the group's input planes of the image; nullptr: `panel` holds them
+                    // all already, every row (whole_image_geometry), and is not rebuilt
   float* y;         // the item's first output channel's plane
   const float* w;   // its first oc block's weights
   const float* bias;
@@ -296,13 +303,206 @@ GK_INLINE void direct_band(const DirectGeometry& g, const DirectItem& it, int64_
   const int64_t plane = g.oh * g.ow, taps = g.kh * g.kw, rows = std::min(g.band, g.oh - it.row);
   for (int64_t c0 = 0; c0 < g.icg; c0 += g.chunk) {
     const int64_t cc = std::min(g.chunk, g.icg - c0);
-    build_panel<V>(g, it.x, c0, cc, it.row, it.panel);
+    const float* panel = it.panel + it.row * g.sh * g.panel_row_floats();  // whole image
+    if (it.x) {
+      build_panel<V>(g, it.x, c0, cc, it.row, it.panel);
+      panel = it.panel;
+    }
     const TileStore t{c0 == 0, c0 + cc == g.icg, it.add, it.act};
     for (int64_t b = 0; b < it.blocks; ++b)
-      block_band<V, NR, NC>(g, it.panel, cc, it.w + b * block_floats + c0 * taps * kOcBlock, rows,
+      block_band<V, NR, NC>(g, panel, cc, it.w + b * block_floats + c0 * taps * kOcBlock, rows,
                             it.bias + b * kOcBlock, std::min(kOcBlock, it.channels - b * kOcBlock),
                             it.y + b * kOcBlock * plane + it.row * g.ow, plane, t);
   }
+}
+
+// Blocked mode: one super-group of `merge` groups of one image.
+struct BlockedItem {
+  const float* x;     // its first input channel block (NCHW8)
+  float* y;           // its first output channel block
+  const float* w;     // its first group's weights
+  const float* bias;  // and bias
+  int64_t merge, in_blocks, out_blocks;
+  float *panel, *out_planes;  // panel: every input channel's rows (whole_image_geometry)
+  gk_activation act;
+  bool add;
+};
+
+// 16 pixels of an NCHW8 block (8 registers of 2 pixels) <-> 8 channels' runs of 16 (8
+// registers of one channel), in three stages of two-source permutes (24 for 128 floats,
+// half of two 8 x 8 transposes' shuffles): stage k swaps bit k of the register index with
+// bit k of the lane (a channel bit for a pixel bit). The masks, for both directions, are
+// derived once from where each (pixel, channel) lies before and after each stage.
+typedef int v16i __attribute__((vector_size(64)));
+struct WideTransposeMasks {
+  v16i to_planes[3][2], to_blocks[3][2];  // [stage][low, high register of the pair]
+};
+const WideTransposeMasks& wide_transpose_masks() {
+  static const WideTransposeMasks masks = [] {
+    // Element p * 8 + c at (register, lane) in layout 0 (blocks) to 3 (planes).
+    auto element = [](int layout, int reg, int lane) {
+      const auto bit = [](int v, int b) { return (v >> b) & 1; };
+      switch (layout) {
+        case 0: return (2 * reg + (lane >> 3)) * 8 + (lane & 7);
+        case 1: {  // reg: c0 p2 p3; lane: p1 c1 c2 p0 (bit 0 first)
+          const int c = bit(reg, 0) | bit(lane, 1) << 1 | bit(lane, 2) << 2;
+          const int p = bit(lane, 3) | bit(lane, 0) << 1 | bit(reg, 1) << 2 | bit(reg, 2) << 3;
+          return p * 8 + c;
+        }
+        case 2: {  // reg: c0 c1 p3; lane: p1 p2 c2 p0
+          const int c = bit(reg, 0) | bit(reg, 1) << 1 | bit(lane, 2) << 2;
+          const int p = bit(lane, 3) | bit(lane, 0) << 1 | bit(lane, 1) << 2 | bit(reg, 2) << 3;
+          return p * 8 + c;
+        }
+        default: return lane * 8 + reg;
+      }
+    };
+    // The mask making register `out` of layout `to` from registers a, b of layout `from`.
+    auto mask = [&](int from, int to, int a, int b, int out) {
+      v16i m;
+      for (int lane = 0; lane < 16; ++lane)
+        for (int src = 0; src < 32; ++src)
+          if (element(from, src < 16 ? a : b, src % 16) == element(to, out, lane)) m[lane] = src;
+      return m;
+    };
+    WideTransposeMasks w;
+    for (int k = 0; k < 3; ++k)
+      for (int h = 0; h < 2; ++h) {
+        w.to_planes[k][h] = mask(k, k + 1, 0, 1 << k, h << k);
+        w.to_blocks[k][h] = mask(k + 1, k, 0, 1 << k, h << k);
+      }
+    return w;
+  }();
+  return masks;
+}
+// Registers r[0..8) from layout 0 to 3 (to_planes) or back, the stages in order.
+// Fully unrolled, or the registers live in memory.
+GK_INLINE void wide_transpose(v16 (&r)[8], const v16i (&m)[3][2], bool to_planes) {
+#pragma GCC unroll 3
+  for (int step = 0; step < 3; ++step) {
+    const int k = to_planes ? step : 2 - step;
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) {
+      if (q & (1 << k)) continue;
+      const v16 a = r[q], b = r[q | (1 << k)];
+      r[q] = __builtin_shuffle(a, b, m[k][0]);
+      r[q | (1 << k)] = __builtin_shuffle(a, b, m[k][1]);
+    }
+  }
+}
+
+// One row of `cols` pixels of an NCHW8 block into 8 channel runs, or back: 16 pixels at a
+// time with V = v16, the rest as interleave/deinterleave do.
+template <class V>
+GK_INLINE void block_row_to_runs(const float* x, int64_t cols, float* const* dst) {
+  int64_t j = 0;
+  if (sizeof(V) == sizeof(v16)) {
+    const WideTransposeMasks& m = wide_transpose_masks();
+    for (; j + 16 <= cols; j += 16) {
+      v16 r[8];
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; ++q) r[q] = load_vec<v16>(x + (j + 2 * q) * 8);
+      wide_transpose(r, m.to_planes, true);
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) store_vec(dst[c] + j, r[c]);
+    }
+  }
+  float* rest[8];
+  for (int c = 0; c < 8; ++c) rest[c] = dst[c] + j;
+  deinterleave(x + j * 8, 8, cols - j, rest);
+}
+template <class V>
+GK_INLINE void runs_to_block_row(const float* const* src, int64_t cols, float* y) {
+  int64_t j = 0;
+  if (sizeof(V) == sizeof(v16)) {
+    const WideTransposeMasks& m = wide_transpose_masks();
+    for (; j + 16 <= cols; j += 16) {
+      v16 r[8];
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) r[c] = load_vec<v16>(src[c] + j);
+      wide_transpose(r, m.to_blocks, false);
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; ++q) store_vec(y + (j + 2 * q) * 8, r[q]);
+    }
+  }
+  const float* rest[8];
+  for (int c = 0; c < 8; ++c) rest[c] = src[c] + j;
+  interleave(rest, 8, cols - j, y + j * 8);
+}
+
+// `blocks` NCHW8 blocks of `rows` x `cols` pixels <-> 8 x blocks planes of rows `pitch`
+// floats apart.
+template <class V>
+GK_INLINE void blocks_to_planes(const float* x, int64_t blocks, int64_t rows, int64_t cols, int64_t pitch,
+                                float* planes) {
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t i = 0; i < rows; ++i) {
+      float* dst[8];
+      for (int l = 0; l < 8; ++l) dst[l] = planes + ((b * 8 + l) * rows + i) * pitch;
+      block_row_to_runs<V>(x + (b * rows + i) * cols * 8, cols, dst);
+    }
+}
+template <class V>
+GK_INLINE void planes_to_blocks(const float* planes, int64_t blocks, int64_t rows, int64_t cols, int64_t pitch,
+                                float* y) {
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* src[8];
+      for (int l = 0; l < 8; ++l) src[l] = planes + ((b * 8 + l) * rows + i) * pitch;
+      runs_to_block_row<V>(src, cols, y + (b * rows + i) * cols * 8);
+    }
+}
+
+// The panel of a whole image (stride 1 across): `blocks` NCHW8 input blocks transposed
+// (8 x 8) into 8 x blocks channels of padded rows, the padding zeroed.
+template <class V>
+GK_INLINE void blocks_to_panel(const DirectGeometry& g, const float* x, int64_t blocks, float* panel) {
+  const int64_t row = g.panel_row_floats(), channel = g.band_in_rows * row;
+  const int64_t first = g.pad_top * row + g.pad_left;  // the first input float
+  for (int64_t c = 0; c < blocks * 8; ++c) {
+    float* ch = panel + c * channel;
+    zero_run(ch, first);
+    // Between two rows' input: whole vectors, the last one overrunning into the next row's
+    // input, written after (as calls, these short runs took 9% of a 4-channel-group layer).
+    const int64_t gap = row - g.iw;
+    for (int64_t i = 0; i + 1 < g.ih; ++i) {
+      float* at = ch + first + i * row + g.iw;
+      for (int64_t k = 0; k < gap; k += 8) store8(at + k, v8{});
+    }
+    const int64_t last = first + (g.ih - 1) * row + g.iw;
+    zero_run(ch + last, channel - last);
+  }
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t i = 0; i < g.ih; ++i) {
+      float* dst[8];
+      for (int l = 0; l < 8; ++l) dst[l] = panel + (b * 8 + l) * channel + (g.pad_top + i) * row + g.pad_left;
+      block_row_to_runs<V>(x + (b * g.ih + i) * g.iw * 8, g.iw, dst);
+    }
+}
+
+template <class V, int TV>
+GK_INLINE void direct_item(const DirectGeometry& g, const DirectItem& it, int64_t block_floats);
+
+// Every group, oc block and band of a blocked item (g: whole_image_geometry), its output
+// (and residual) on planes of g.ow (the real width rounded up to vectors) columns.
+template <class V, int TV>
+GK_INLINE void direct_blocked(const DirectGeometry& g, const BlockedItem& b, int64_t ow, int64_t block_floats) {
+  const int64_t out_plane = g.oh * g.ow, channel = g.band_in_rows * g.panel_row_floats();
+  blocks_to_panel<V>(g, b.x, b.in_blocks, b.panel);
+  if (b.add) blocks_to_planes<V>(b.y, b.out_blocks, g.oh, ow, g.ow, b.out_planes);
+  DirectItem it;
+  it.x = nullptr, it.act = b.act, it.add = b.add;
+  for (int64_t gi = 0; gi < b.merge; ++gi)
+    for (int64_t b0 = 0; b0 < g.oc_blocks; b0 += kOcBlocksPerItem) {
+      it.blocks = std::min(kOcBlocksPerItem, g.oc_blocks - b0);
+      it.channels = std::min(it.blocks * kOcBlock, g.ocg - b0 * kOcBlock);
+      it.panel = b.panel + gi * g.icg * channel;
+      it.y = b.out_planes + (gi * g.ocg + b0 * kOcBlock) * out_plane;
+      it.w = b.w + (gi * g.oc_blocks + b0) * block_floats;
+      it.bias = b.bias + (gi * g.oc_blocks + b0) * kOcBlock;
+      for (it.row = 0; it.row < g.oh; it.row += g.band) direct_item<V, TV>(g, it, block_floats);
+    }
+  planes_to_blocks<V>(b.out_planes, b.out_blocks, g.oh, ow, g.ow, b.y);
 }
 
 // TV: the tile's vectors per channel (direct_geometry's tile_vectors), as g.band rows.
@@ -317,17 +517,30 @@ GK_INLINE void direct_item(const DirectGeometry& g, const DirectItem& it, int64_
 }
 
 using ItemFn = void (*)(const DirectGeometry&, const DirectItem&, int64_t);
+using BlockedFn = void (*)(const DirectGeometry&, const BlockedItem&, int64_t, int64_t);
 void direct_item_baseline(const DirectGeometry& g, const DirectItem& it, int64_t bf) {
   direct_item<v8, 3>(g, it, bf);
+}
+void direct_blocked_baseline(const DirectGeometry& g, const BlockedItem& it, int64_t ow, int64_t bf) {
+  direct_blocked<v8, 3>(g, it, ow, bf);
 }
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) void direct_item_avx2(const DirectGeometry& g, const DirectItem& it,
                                                           int64_t bf) {
   direct_item<v8, 3>(g, it, bf);
 }
+__attribute__((target("avx2,fma"))) void direct_blocked_avx2(const DirectGeometry& g, const BlockedItem& it,
+                                                             int64_t ow, int64_t bf) {
+  direct_blocked<v8, 3>(g, it, ow, bf);
+}
 __attribute__((target("avx512f,avx2,fma"))) void direct_item_avx512(const DirectGeometry& g, const DirectItem& it,
                                                                    int64_t bf) {
   direct_item<v16, 4>(g, it, bf);
+}
+__attribute__((target("avx512f,avx2,fma"))) void direct_blocked_avx512(const DirectGeometry& g,
+                                                                      const BlockedItem& it, int64_t ow,
+                                                                      int64_t bf) {
+  direct_blocked<v16, 4>(g, it, ow, bf);
 }
 #endif
 
@@ -338,27 +551,65 @@ __attribute__((target("avx512f,avx2,fma"))) void direct_item_avx512(const Direct
 struct DirectKernel {
   int64_t lanes, tile_vectors;
   ItemFn fn;
+  BlockedFn blocked;
 };
 DirectKernel direct_kernel(const Shape& s) {
 #if defined(__x86_64__)
   const SimdLevel simd = active_config().kernel->simd;
-  if (simd == SimdLevel::Avx512 && s.ow > 8) return {16, 4, direct_item_avx512};
-  if (simd != SimdLevel::Baseline) return {8, 3, direct_item_avx2};
+  if (simd == SimdLevel::Avx512 && s.ow > 8) return {16, 4, direct_item_avx512, direct_blocked_avx512};
+  if (simd != SimdLevel::Baseline) return {8, 3, direct_item_avx2, direct_blocked_avx2};
 #else
   (void)s;
 #endif
-  return {8, 3, direct_item_baseline};
+  return {8, 3, direct_item_baseline, direct_blocked_baseline};
+}
+
+// The geometry of a panel holding every row of the padded image (blocked mode): each band
+// reads it from its first row on, nothing is copied per band. Its last band's tiles may
+// compute rows past the last (not stored): their taps' rows are there, zero.
+DirectGeometry whole_image_geometry(const Shape& s, int64_t lanes, int64_t tile_vectors) {
+  DirectGeometry g = direct_geometry(s, lanes, tile_vectors);
+  const int64_t bands = (g.oh + g.band - 1) / g.band;
+  g.band_in_rows = std::max(g.pad_top + g.ih, (bands * g.band - 1) * g.sh + (g.kh - 1) * g.dh + 1);
+  g.chunk = s.icg;
+  // Output rows of whole vectors (the planes' pitch): no tile stores a partial vector.
+  g.ow = (g.ow + lanes - 1) / lanes * lanes;
+  return g;
+}
+
+// Blocked mode (NCHW8 in and out, run without copies; stride 1 across): the fewest
+// consecutive groups whose input and output channels are whole blocks, when there are at
+// least kBlockedMinItems such super-groups in a batch (the threads' items) and a thread's
+// panel and output planes fit kBlockedMaxFloats (kept in L2); 0 where not.
+constexpr int64_t kBlockedMaxMerge = 8, kBlockedMinItems = 16, kBlockedMaxFloats = int64_t{1} << 17;
+int64_t blocked_merge(const Shape& s, const DirectGeometry& whole) {
+  const gk_conv_desc& d = s.d;
+  if (d.layout != GK_LAYOUT_NCHW8 || s.in_layout != GK_LAYOUT_NCHW8 || d.stride_w != 1) return 0;
+  for (int64_t k = 1; k <= kBlockedMaxMerge; ++k) {
+    if (d.groups % k || (k * s.icg) % 8 || (k * s.ocg) % 8) continue;
+    const double floats = double(k) * (double(s.icg) * whole.band_in_rows * whole.panel_row_floats() +
+                                       double(s.ocg) * whole.oh * whole.ow);
+    return floats <= kBlockedMaxFloats && d.batch * (d.groups / k) >= kBlockedMinItems ? k : 0;
+  }
+  return 0;
 }
 
 class DirectConv final : public Prepared {
  public:
   DirectConv(const Shape& s, const float* weights, const float* bias)
       : s_(s), kernel_(direct_kernel(s)), g_(direct_geometry(s, kernel_.lanes, kernel_.tile_vectors)),
-        p_(pack_direct_weights(s, g_, weights, bias)) {}
+        p_(pack_direct_weights(s, g_, weights, bias)),
+        whole_(whole_image_geometry(s, kernel_.lanes, kernel_.tile_vectors)), merge_(blocked_merge(s, whole_)) {}
 
-  WorkspaceNeed need() const override { return {0, g_.panel_floats()}; }
+  bool native_layout(gk_layout layout) const override {
+    return layout == (merge_ ? GK_LAYOUT_NCHW8 : GK_LAYOUT_NCHW);
+  }
+  WorkspaceNeed need() const override {
+    return {0, merge_ ? out_planes_at() + merge_ * s_.ocg * whole_.oh * whole_.ow : g_.panel_floats()};
+  }
 
   void run(const float* input, float* output, const Workspace& ws) const override {
+    if (merge_) return run_blocked(input, output, ws);
     const gk_conv_desc& d = s_.d;
     const int64_t per_item = kOcBlocksPerItem;
     const int64_t block_groups = (g_.oc_blocks + per_item - 1) / per_item;  // items per group and row
@@ -388,10 +639,42 @@ class DirectConv final : public Prepared {
   }
 
  private:
+  // A blocked thread's workspace: the whole image's panel, then the output planes.
+  int64_t out_planes_at() const {
+    return round_up(merge_ * s_.icg * whole_.band_in_rows * whole_.panel_row_floats(), 16);
+  }
+
+  // Items: (image, super-group), split between threads.
+  void run_blocked(const float* input, float* output, const Workspace& ws) const {
+    const gk_conv_desc& d = s_.d;
+    const int64_t supers = g_.groups / merge_, items = d.batch * supers;
+    const int64_t in_blocks = merge_ * s_.icg / 8, out_blocks = merge_ * s_.ocg / 8;
+    const int64_t in_image = d.in_channels * d.in_height * d.in_width, out_image = d.out_channels * s_.pixels();
+    const int threads = ws.cap(threads_for(s_.flops()));
+    parallel_region(threads, [&] {
+      float* work = ws.block(omp_get_thread_num());
+      BlockedItem b;
+      b.merge = merge_, b.in_blocks = in_blocks, b.out_blocks = out_blocks;
+      b.panel = work, b.out_planes = work + out_planes_at();
+      b.act = d.activation, b.add = s_.adds_to_output();
+#pragma omp for schedule(static)
+      for (int64_t item = 0; item < items; ++item) {
+        const int64_t n = item / supers, j = item % supers;
+        b.x = input + n * in_image + j * in_blocks * 8 * d.in_height * d.in_width;
+        b.y = output + n * out_image + j * out_blocks * 8 * s_.pixels();
+        b.w = p_.w.data() + j * merge_ * g_.oc_blocks * p_.block_floats;
+        b.bias = p_.bias.data() + j * merge_ * g_.oc_blocks * kOcBlock;
+        kernel_.blocked(whole_, b, s_.ow, p_.block_floats);
+      }
+    });
+  }
+
   Shape s_;
   DirectKernel kernel_;
   DirectGeometry g_;
   DirectWeights p_;
+  DirectGeometry whole_;  // blocked mode's panel (whole_image_geometry)
+  int64_t merge_;  // blocked mode's groups per item (blocked_merge), 0 when not blocked
 };
 
 class Direct final : public Algorithm {
@@ -413,6 +696,13 @@ class Direct final : public Algorithm {
 };
 
 }  // namespace
+
+bool direct_runs_blocked(const Shape& s) {
+  const DirectKernel k = direct_kernel(s);
+  int64_t floats = 0;
+  return panel_channel_floats(direct_extents(s, k.lanes, k.tile_vectors), &floats) &&
+         floats <= kMaxPanelChannelFloats && blocked_merge(s, whole_image_geometry(s, k.lanes, k.tile_vectors)) > 0;
+}
 
 const Algorithm* direct_algorithm() {
   static const Direct a;
