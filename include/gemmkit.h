@@ -154,8 +154,10 @@ typedef enum {
   GK_CONV_ALGO_GEMM_1X1,
   /* NCHW (other layouts through copies), any grouping: register tiles of 4 output channels
    * by a row's columns (or several narrow rows) over zero-padded, stride-split copies of
-   * the input rows. AUTO takes it for grouped convolutions of small groups that the NCHW8
-   * engine does not serve. */
+   * the input rows. NCHW8 without copies where groups make whole 8-channel blocks, stride 1
+   * across, 16 or more of them in a batch (a whole image's rows copied at once). AUTO takes
+   * it for grouped convolutions of small groups: in NCHW on rows of 14 or more, in NCHW8
+   * and NHWC with AVX-512 for groups of up to 8 channels. */
   GK_CONV_ALGO_DIRECT,
   GK_CONV_ALGO_DEPTHWISE,
   GK_CONV_ALGO_WINOGRAD_F23,

@@ -500,6 +500,7 @@ TEST(Conv, DirectRegisterTiles) {
   EXPECT_EQ(plan_name(96, 28, 3, 3), "direct");        // groups of 32
   EXPECT_EQ(plan_name(24, 10, 8, 1), "direct");        // 1x1, groups of 3: no whole blocks
   EXPECT_EQ(plan_name(20, 12, 4, 3), "direct");        // groups of 5: no whole blocks
+  EXPECT_EQ(plan_name(512, 14, 32, 3), "direct");      // 16 channels a group: whole-image panels
   EXPECT_EQ(plan_name(64, 12, 16, 3), has_pointwise_kernels() ? "pointwise_nchw8" : "direct");
   EXPECT_EQ(plan_name(128, 30, 2, 3), engine);         // groups of 64
   EXPECT_EQ(plan_name(64, 10, 8, 1), has_pointwise_kernels() ? "pointwise_nchw8" : "gemm_1x1");
@@ -540,7 +541,7 @@ TEST(Conv, DirectOnChannelBlocks) {
           d.in_height += d.kernel_h * d.dilation_h;
           d.in_width += d.kernel_w * d.dilation_w;
         }
-        d.layout = GK_LAYOUT_NCHW8;
+        d.layout = i % 5 < 2 ? GK_LAYOUT_NCHW : GK_LAYOUT_NCHW8;  // whole-image panels in NCHW too
         d.activation = gk_activation(i % 3);
         gk_set_num_threads(1 + (i / 2) % 2);
         SCOPED_TRACE(std::string("kernel '") + kernel + "' " + gktest::describe(d));
@@ -634,16 +635,27 @@ TEST(Conv, GroupedOnTheNchw8Engine) {
     int64_t oh = 0, ow = 0;
     ASSERT_EQ(gk_conv_output_size(&d, &oh, &ow), GK_OK);
     // In NCHW, AUTO reads rows of 28 columns or more in place with direct (groups of up to
-    // 32 channels, or a 1x1 of up to 4): plan.cpp's auto_prefers_direct and
-    // kDirectOverNchw8CopiesMinWidth, stated here independently.
-    const bool direct_in_place = d.layout == GK_LAYOUT_NCHW && ow >= 28 && (pointwise ? icg <= 4 : icg <= 32);
+    // 32 channels, or a 1x1 of up to 4), of 14 or more where direct takes whole images (16
+    // groups in the batch, stride 1 across); in NCHW8 and NHWC with AVX-512, direct on the
+    // blocks for groups of up to 8 channels where 16 super-groups of whole blocks make the
+    // batch: plan.cpp's rules, stated here independently (these images fit the panels).
+    auto items = [&](bool blocks) -> int64_t {
+      for (int64_t k = 1; k <= 8; ++k)
+        if (d.groups % k == 0 && (!blocks || ((k * icg) % 8 == 0 && (k * ocg) % 8 == 0))) return d.batch * d.groups / k;
+      return 0;
+    };
+    const bool small = pointwise ? icg <= 4 : icg <= 32;
+    const bool direct_in_place = d.layout == GK_LAYOUT_NCHW && small &&
+                                 (ow >= 28 || (ow >= 14 && d.stride_w == 1 && items(false) >= 16));
+    const bool on_blocks = d.layout != GK_LAYOUT_NCHW && std::string(gk_kernel_name()) == "avx512" && small &&
+                           std::max(icg, ocg) <= 8 && d.stride_w == 1 && items(true) >= 16;
     const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(1900 + i));
     gk_set_num_threads(1 + i % 2);
     if (expect_usable(GK_CONV_ALGO_POINTWISE_NCHW8, d)) {
       ++served;
       gktest::check_conv(c, GK_CONV_ALGO_POINTWISE_NCHW8);
       if (d.groups != d.in_channels) {
-        EXPECT_EQ(gktest::check_conv(c, GK_CONV_ALGO_AUTO), direct_in_place ? "direct" : "pointwise_nchw8");
+        EXPECT_EQ(gktest::check_conv(c, GK_CONV_ALGO_AUTO), direct_in_place || on_blocks ? "direct" : "pointwise_nchw8");
       }
     } else {
       gk_conv_plan* plan = nullptr;

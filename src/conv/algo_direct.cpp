@@ -1,4 +1,4 @@
-// Direct convolution for any grouping (NCHW), register-blocked: a tile of 4 output channels
+// Direct convolution for any grouping (NCHW, and NCHW8 below), register-blocked: a tile of 4 output channels
 // by up to 4 vectors of consecutive output columns of one output row stays in registers
 // while every tap (input channel, kernel row, kernel column) adds to it: per tap one load
 // per vector of columns, one broadcast per output channel, 4 x vectors FMAs. The input rows
@@ -14,11 +14,15 @@
 // as many input channels as fit kPanelFloats; more are accumulated in the output row.
 // Bias, the residual (adding to the output) and the activation are applied as a tile is
 // stored.
-// NCHW8 (blocked mode): an item is a super-group of consecutive groups whose channels are
-// whole 8-channel blocks on both sides, of one image; its input blocks are transposed into
-// planes in the thread's workspace, its output computed into planes there and transposed
-// into the output's blocks, all while they stay in L2 (through whole-tensor NCHW copies,
-// 4-channel groups at 56x56 took 0.78 against 0.55 ms in NCHW).
+// Whole images (stride 1 across, enough groups for the threads, small enough images): an
+// item is a group of one image (NCHW), or a super-group of consecutive groups whose
+// channels are whole 8-channel blocks (NCHW8, run without copies of the tensors). Its input
+// goes once into a panel of every padded row in the thread's workspace (rows copied, or
+// blocks transposed), its output is computed into planes of whole vectors there and copied
+// (or transposed) out, all in L2. Per band, the panel's rows were copied again for every
+// output row and a row's last vector stored lane by lane: ResNeXt-50's 4-channel groups at
+// 56x56, 1 thread, NCHW 0.52 -> 0.37 ms; NCHW8 through whole-tensor NCHW copies 0.78,
+// without them 0.31 (Zen 5).
 #include <omp.h>
 
 #include <algorithm>
@@ -316,13 +320,14 @@ GK_INLINE void direct_band(const DirectGeometry& g, const DirectItem& it, int64_
   }
 }
 
-// Blocked mode: one super-group of `merge` groups of one image.
-struct BlockedItem {
-  const float* x;     // its first input channel block (NCHW8)
-  float* y;           // its first output channel block
+// Whole-image mode: one super-group of `merge` groups of one image.
+struct WholeImageItem {
+  const float* x;     // its first input channel (NCHW) or channel block (NCHW8)
+  float* y;           // its first output channel or block
   const float* w;     // its first group's weights
   const float* bias;  // and bias
-  int64_t merge, in_blocks, out_blocks;
+  int64_t merge;
+  bool planar;  // NCHW in and out (planes copied by rows), else NCHW8
   float *panel, *out_planes;  // panel: every input channel's rows (whole_image_geometry)
   gk_activation act;
   bool add;
@@ -453,13 +458,11 @@ GK_INLINE void planes_to_blocks(const float* planes, int64_t blocks, int64_t row
     }
 }
 
-// The panel of a whole image (stride 1 across): `blocks` NCHW8 input blocks transposed
-// (8 x 8) into 8 x blocks channels of padded rows, the padding zeroed.
-template <class V>
-GK_INLINE void blocks_to_panel(const DirectGeometry& g, const float* x, int64_t blocks, float* panel) {
+// The padding of a whole image's panel (stride 1 across) for `channels` channels, zeroed.
+GK_INLINE void zero_panel_padding(const DirectGeometry& g, int64_t channels, float* panel) {
   const int64_t row = g.panel_row_floats(), channel = g.band_in_rows * row;
   const int64_t first = g.pad_top * row + g.pad_left;  // the first input float
-  for (int64_t c = 0; c < blocks * 8; ++c) {
+  for (int64_t c = 0; c < channels; ++c) {
     float* ch = panel + c * channel;
     zero_run(ch, first);
     // Between two rows' input: whole vectors, the last one overrunning into the next row's
@@ -472,24 +475,56 @@ GK_INLINE void blocks_to_panel(const DirectGeometry& g, const float* x, int64_t 
     const int64_t last = first + (g.ih - 1) * row + g.iw;
     zero_run(ch + last, channel - last);
   }
-  for (int64_t b = 0; b < blocks; ++b)
+}
+
+// The panel of a whole image from `channels` NCHW planes (their rows copied) or NCHW8
+// blocks (8 x 8 transposes), the padding zeroed.
+template <class V>
+GK_INLINE void image_to_panel(const DirectGeometry& g, const float* x, int64_t channels, bool planar, float* panel) {
+  const int64_t row = g.panel_row_floats(), channel = g.band_in_rows * row;
+  zero_panel_padding(g, channels, panel);
+  float* const first = panel + g.pad_top * row + g.pad_left;
+  if (planar) {
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < g.ih; ++i) copy_run(first + c * channel + i * row, x + (c * g.ih + i) * g.iw, g.iw);
+    return;
+  }
+  for (int64_t b = 0; b < channels / 8; ++b)
     for (int64_t i = 0; i < g.ih; ++i) {
       float* dst[8];
-      for (int l = 0; l < 8; ++l) dst[l] = panel + (b * 8 + l) * channel + (g.pad_top + i) * row + g.pad_left;
+      for (int l = 0; l < 8; ++l) dst[l] = first + (b * 8 + l) * channel + i * row;
       block_row_to_runs<V>(x + (b * g.ih + i) * g.iw * 8, g.iw, dst);
     }
+}
+
+// `channels` planes of rows `pitch` floats apart <-> NCHW planes (rows copied) or NCHW8
+// blocks.
+template <class V>
+GK_INLINE void image_to_planes(const float* x, int64_t channels, bool planar, int64_t rows, int64_t cols,
+                               int64_t pitch, float* planes) {
+  if (!planar) return blocks_to_planes<V>(x, channels / 8, rows, cols, pitch, planes);
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t i = 0; i < rows; ++i) copy_run(planes + (c * rows + i) * pitch, x + (c * rows + i) * cols, cols);
+}
+template <class V>
+GK_INLINE void planes_to_image(const float* planes, int64_t channels, bool planar, int64_t rows, int64_t cols,
+                               int64_t pitch, float* y) {
+  if (!planar) return planes_to_blocks<V>(planes, channels / 8, rows, cols, pitch, y);
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t i = 0; i < rows; ++i) copy_run(y + (c * rows + i) * cols, planes + (c * rows + i) * pitch, cols);
 }
 
 template <class V, int TV>
 GK_INLINE void direct_item(const DirectGeometry& g, const DirectItem& it, int64_t block_floats);
 
-// Every group, oc block and band of a blocked item (g: whole_image_geometry), its output
+// Every group, oc block and band of a whole-image item (g: whole_image_geometry), its output
 // (and residual) on planes of g.ow (the real width rounded up to vectors) columns.
 template <class V, int TV>
-GK_INLINE void direct_blocked(const DirectGeometry& g, const BlockedItem& b, int64_t ow, int64_t block_floats) {
+GK_INLINE void direct_whole_image(const DirectGeometry& g, const WholeImageItem& b, int64_t ow, int64_t block_floats) {
   const int64_t out_plane = g.oh * g.ow, channel = g.band_in_rows * g.panel_row_floats();
-  blocks_to_panel<V>(g, b.x, b.in_blocks, b.panel);
-  if (b.add) blocks_to_planes<V>(b.y, b.out_blocks, g.oh, ow, g.ow, b.out_planes);
+  const int64_t in_channels = b.merge * g.icg, out_channels = b.merge * g.ocg;
+  image_to_panel<V>(g, b.x, in_channels, b.planar, b.panel);
+  if (b.add) image_to_planes<V>(b.y, out_channels, b.planar, g.oh, ow, g.ow, b.out_planes);
   DirectItem it;
   it.x = nullptr, it.act = b.act, it.add = b.add;
   for (int64_t gi = 0; gi < b.merge; ++gi)
@@ -502,7 +537,7 @@ GK_INLINE void direct_blocked(const DirectGeometry& g, const BlockedItem& b, int
       it.bias = b.bias + (gi * g.oc_blocks + b0) * kOcBlock;
       for (it.row = 0; it.row < g.oh; it.row += g.band) direct_item<V, TV>(g, it, block_floats);
     }
-  planes_to_blocks<V>(b.out_planes, b.out_blocks, g.oh, ow, g.ow, b.y);
+  planes_to_image<V>(b.out_planes, out_channels, b.planar, g.oh, ow, g.ow, b.y);
 }
 
 // TV: the tile's vectors per channel (direct_geometry's tile_vectors), as g.band rows.
@@ -517,30 +552,30 @@ GK_INLINE void direct_item(const DirectGeometry& g, const DirectItem& it, int64_
 }
 
 using ItemFn = void (*)(const DirectGeometry&, const DirectItem&, int64_t);
-using BlockedFn = void (*)(const DirectGeometry&, const BlockedItem&, int64_t, int64_t);
+using WholeImageFn = void (*)(const DirectGeometry&, const WholeImageItem&, int64_t, int64_t);
 void direct_item_baseline(const DirectGeometry& g, const DirectItem& it, int64_t bf) {
   direct_item<v8, 3>(g, it, bf);
 }
-void direct_blocked_baseline(const DirectGeometry& g, const BlockedItem& it, int64_t ow, int64_t bf) {
-  direct_blocked<v8, 3>(g, it, ow, bf);
+void direct_whole_image_baseline(const DirectGeometry& g, const WholeImageItem& it, int64_t ow, int64_t bf) {
+  direct_whole_image<v8, 3>(g, it, ow, bf);
 }
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) void direct_item_avx2(const DirectGeometry& g, const DirectItem& it,
                                                           int64_t bf) {
   direct_item<v8, 3>(g, it, bf);
 }
-__attribute__((target("avx2,fma"))) void direct_blocked_avx2(const DirectGeometry& g, const BlockedItem& it,
+__attribute__((target("avx2,fma"))) void direct_whole_image_avx2(const DirectGeometry& g, const WholeImageItem& it,
                                                              int64_t ow, int64_t bf) {
-  direct_blocked<v8, 3>(g, it, ow, bf);
+  direct_whole_image<v8, 3>(g, it, ow, bf);
 }
 __attribute__((target("avx512f,avx2,fma"))) void direct_item_avx512(const DirectGeometry& g, const DirectItem& it,
                                                                    int64_t bf) {
   direct_item<v16, 4>(g, it, bf);
 }
-__attribute__((target("avx512f,avx2,fma"))) void direct_blocked_avx512(const DirectGeometry& g,
-                                                                      const BlockedItem& it, int64_t ow,
+__attribute__((target("avx512f,avx2,fma"))) void direct_whole_image_avx512(const DirectGeometry& g,
+                                                                      const WholeImageItem& it, int64_t ow,
                                                                       int64_t bf) {
-  direct_blocked<v16, 4>(g, it, ow, bf);
+  direct_whole_image<v16, 4>(g, it, ow, bf);
 }
 #endif
 
@@ -551,20 +586,20 @@ __attribute__((target("avx512f,avx2,fma"))) void direct_blocked_avx512(const Dir
 struct DirectKernel {
   int64_t lanes, tile_vectors;
   ItemFn fn;
-  BlockedFn blocked;
+  WholeImageFn whole_image;
 };
 DirectKernel direct_kernel(const Shape& s) {
 #if defined(__x86_64__)
   const SimdLevel simd = active_config().kernel->simd;
-  if (simd == SimdLevel::Avx512 && s.ow > 8) return {16, 4, direct_item_avx512, direct_blocked_avx512};
-  if (simd != SimdLevel::Baseline) return {8, 3, direct_item_avx2, direct_blocked_avx2};
+  if (simd == SimdLevel::Avx512 && s.ow > 8) return {16, 4, direct_item_avx512, direct_whole_image_avx512};
+  if (simd != SimdLevel::Baseline) return {8, 3, direct_item_avx2, direct_whole_image_avx2};
 #else
   (void)s;
 #endif
-  return {8, 3, direct_item_baseline, direct_blocked_baseline};
+  return {8, 3, direct_item_baseline, direct_whole_image_baseline};
 }
 
-// The geometry of a panel holding every row of the padded image (blocked mode): each band
+// The geometry of a panel holding every row of the padded image (whole-image mode): each band
 // reads it from its first row on, nothing is copied per band. Its last band's tiles may
 // compute rows past the last (not stored): their taps' rows are there, zero.
 DirectGeometry whole_image_geometry(const Shape& s, int64_t lanes, int64_t tile_vectors) {
@@ -577,19 +612,21 @@ DirectGeometry whole_image_geometry(const Shape& s, int64_t lanes, int64_t tile_
   return g;
 }
 
-// Blocked mode (NCHW8 in and out, run without copies; stride 1 across): the fewest
-// consecutive groups whose input and output channels are whole blocks, when there are at
-// least kBlockedMinItems such super-groups in a batch (the threads' items) and a thread's
-// panel and output planes fit kBlockedMaxFloats (kept in L2); 0 where not.
-constexpr int64_t kBlockedMaxMerge = 8, kBlockedMinItems = 16, kBlockedMaxFloats = int64_t{1} << 17;
-int64_t blocked_merge(const Shape& s, const DirectGeometry& whole) {
+// Whole-image mode (stride 1 across; NCHW8 in and out, run without copies, or NCHW): an
+// item is a super-group, the fewest consecutive groups whose input and output channels are
+// whole blocks (NCHW: one group), when there are at least kWholeImageMinItems of them in a
+// batch (the threads' items) and a thread's panel and output planes fit
+// kWholeImageMaxFloats (kept in L2); 0 where not.
+constexpr int64_t kWholeImageMaxMerge = 8, kWholeImageMinItems = 16, kWholeImageMaxFloats = int64_t{1} << 17;
+int64_t whole_image_merge(const Shape& s, const DirectGeometry& whole) {
   const gk_conv_desc& d = s.d;
-  if (d.layout != GK_LAYOUT_NCHW8 || s.in_layout != GK_LAYOUT_NCHW8 || d.stride_w != 1) return 0;
-  for (int64_t k = 1; k <= kBlockedMaxMerge; ++k) {
-    if (d.groups % k || (k * s.icg) % 8 || (k * s.ocg) % 8) continue;
+  const bool nchw8 = d.layout == GK_LAYOUT_NCHW8 && s.in_layout == GK_LAYOUT_NCHW8;
+  if ((!nchw8 && d.layout != GK_LAYOUT_NCHW) || d.stride_w != 1) return 0;
+  for (int64_t k = 1; k <= kWholeImageMaxMerge; ++k) {
+    if (d.groups % k || (nchw8 && ((k * s.icg) % 8 || (k * s.ocg) % 8))) continue;
     const double floats = double(k) * (double(s.icg) * whole.band_in_rows * whole.panel_row_floats() +
                                        double(s.ocg) * whole.oh * whole.ow);
-    return floats <= kBlockedMaxFloats && d.batch * (d.groups / k) >= kBlockedMinItems ? k : 0;
+    return floats <= kWholeImageMaxFloats && d.batch * (d.groups / k) >= kWholeImageMinItems ? k : 0;
   }
   return 0;
 }
@@ -599,17 +636,17 @@ class DirectConv final : public Prepared {
   DirectConv(const Shape& s, const float* weights, const float* bias)
       : s_(s), kernel_(direct_kernel(s)), g_(direct_geometry(s, kernel_.lanes, kernel_.tile_vectors)),
         p_(pack_direct_weights(s, g_, weights, bias)),
-        whole_(whole_image_geometry(s, kernel_.lanes, kernel_.tile_vectors)), merge_(blocked_merge(s, whole_)) {}
+        whole_(whole_image_geometry(s, kernel_.lanes, kernel_.tile_vectors)), merge_(whole_image_merge(s, whole_)) {}
 
   bool native_layout(gk_layout layout) const override {
-    return layout == (merge_ ? GK_LAYOUT_NCHW8 : GK_LAYOUT_NCHW);
+    return layout == (merge_ ? s_.d.layout : GK_LAYOUT_NCHW);
   }
   WorkspaceNeed need() const override {
     return {0, merge_ ? out_planes_at() + merge_ * s_.ocg * whole_.oh * whole_.ow : g_.panel_floats()};
   }
 
   void run(const float* input, float* output, const Workspace& ws) const override {
-    if (merge_) return run_blocked(input, output, ws);
+    if (merge_) return run_whole_images(input, output, ws);
     const gk_conv_desc& d = s_.d;
     const int64_t per_item = kOcBlocksPerItem;
     const int64_t block_groups = (g_.oc_blocks + per_item - 1) / per_item;  // items per group and row
@@ -639,32 +676,31 @@ class DirectConv final : public Prepared {
   }
 
  private:
-  // A blocked thread's workspace: the whole image's panel, then the output planes.
+  // A whole-image thread's workspace: the panel, then the output planes.
   int64_t out_planes_at() const {
     return round_up(merge_ * s_.icg * whole_.band_in_rows * whole_.panel_row_floats(), 16);
   }
 
   // Items: (image, super-group), split between threads.
-  void run_blocked(const float* input, float* output, const Workspace& ws) const {
+  void run_whole_images(const float* input, float* output, const Workspace& ws) const {
     const gk_conv_desc& d = s_.d;
     const int64_t supers = g_.groups / merge_, items = d.batch * supers;
-    const int64_t in_blocks = merge_ * s_.icg / 8, out_blocks = merge_ * s_.ocg / 8;
     const int64_t in_image = d.in_channels * d.in_height * d.in_width, out_image = d.out_channels * s_.pixels();
     const int threads = ws.cap(threads_for(s_.flops()));
     parallel_region(threads, [&] {
       float* work = ws.block(omp_get_thread_num());
-      BlockedItem b;
-      b.merge = merge_, b.in_blocks = in_blocks, b.out_blocks = out_blocks;
+      WholeImageItem b;
+      b.merge = merge_, b.planar = d.layout == GK_LAYOUT_NCHW;
       b.panel = work, b.out_planes = work + out_planes_at();
       b.act = d.activation, b.add = s_.adds_to_output();
 #pragma omp for schedule(static)
       for (int64_t item = 0; item < items; ++item) {
         const int64_t n = item / supers, j = item % supers;
-        b.x = input + n * in_image + j * in_blocks * 8 * d.in_height * d.in_width;
-        b.y = output + n * out_image + j * out_blocks * 8 * s_.pixels();
+        b.x = input + n * in_image + j * merge_ * s_.icg * d.in_height * d.in_width;
+        b.y = output + n * out_image + j * merge_ * s_.ocg * s_.pixels();
         b.w = p_.w.data() + j * merge_ * g_.oc_blocks * p_.block_floats;
         b.bias = p_.bias.data() + j * merge_ * g_.oc_blocks * kOcBlock;
-        kernel_.blocked(whole_, b, s_.ow, p_.block_floats);
+        kernel_.whole_image(whole_, b, s_.ow, p_.block_floats);
       }
     });
   }
@@ -673,8 +709,8 @@ class DirectConv final : public Prepared {
   DirectKernel kernel_;
   DirectGeometry g_;
   DirectWeights p_;
-  DirectGeometry whole_;  // blocked mode's panel (whole_image_geometry)
-  int64_t merge_;  // blocked mode's groups per item (blocked_merge), 0 when not blocked
+  DirectGeometry whole_;  // whole-image mode's panel (whole_image_geometry)
+  int64_t merge_;  // whole-image mode's groups per item (whole_image_merge), 0 when not in it
 };
 
 class Direct final : public Algorithm {
@@ -697,11 +733,11 @@ class Direct final : public Algorithm {
 
 }  // namespace
 
-bool direct_runs_blocked(const Shape& s) {
+bool direct_takes_whole_images(const Shape& s) {
   const DirectKernel k = direct_kernel(s);
   int64_t floats = 0;
   return panel_channel_floats(direct_extents(s, k.lanes, k.tile_vectors), &floats) &&
-         floats <= kMaxPanelChannelFloats && blocked_merge(s, whole_image_geometry(s, k.lanes, k.tile_vectors)) > 0;
+         floats <= kMaxPanelChannelFloats && whole_image_merge(s, whole_image_geometry(s, k.lanes, k.tile_vectors)) > 0;
 }
 
 const Algorithm* direct_algorithm() {

@@ -111,8 +111,9 @@ const std::vector<const Algorithm*>& algorithms();
 const Algorithm* gemm_1x1_algorithm();
 const Algorithm* im2col_gemm_algorithm();
 const Algorithm* direct_algorithm();
-// Whether direct runs `s` on its NCHW8 tensors without copies (algo_direct.cpp, blocked mode).
-bool direct_runs_blocked(const Shape& s);
+// Whether direct runs `s` a whole image's panel at a time (algo_direct.cpp): NCHW, or
+// NCHW8 without copies.
+bool direct_takes_whole_images(const Shape& s);
 const Algorithm* depthwise_algorithm();
 const Algorithm* winograd_algorithm(int m);  // m = 2, 4, 6
 const Algorithm* pointwise_nchw8_algorithm();

@@ -49,11 +49,19 @@ bool auto_prefers_direct(const Shape& s) {
 }
 // In NCHW the engine runs grouped layers on NCHW8 copies; direct reads the rows in place
 // and wins where they are this wide (ResNeXt-50, 1 thread: 56x56 1.10 against 1.82 ms,
-// 28x28 1.03 against 1.18; 14x14 0.83 against 0.64, 7x7 0.80 against 0.37).
-constexpr int64_t kDirectOverNchw8CopiesMinWidth = 28;
+// 28x28 1.03 against 1.18; 14x14 0.83 against 0.64, 7x7 0.80 against 0.37), or, copying a
+// whole image's rows once (direct_takes_whole_images), this wide (Zen 5, ms at 1 / 2 threads:
+// 16 channels a group at 14x14 0.24 / 0.12 against 0.30 / 0.19; 32 at 7x7 0.46 / 0.23
+// against 0.27 / 0.15).
+constexpr int64_t kDirectOverNchw8CopiesMinWidth = 28, kWholeImageDirectOverNchw8CopiesMinWidth = 14;
+bool nchw_prefers_direct(const Shape& s) {
+  return s.d.layout == GK_LAYOUT_NCHW && auto_prefers_direct(s) &&
+         (s.ow >= kDirectOverNchw8CopiesMinWidth ||
+          (s.ow >= kWholeImageDirectOverNchw8CopiesMinWidth && direct_takes_whole_images(s)));
+}
 
 // In NCHW8 (or NHWC, on its NCHW8 copies) with AVX-512, groups of up to 8 channels run
-// direct on the channel blocks (direct_runs_blocked) rather than on the engine (Zen 5,
+// direct on the channel blocks (direct_takes_whole_images) rather than on the engine (Zen 5,
 // ResNeXt-50's 32 groups, 3x3 stride 1, ms at 1 / 2 threads, direct against the engine:
 // 4 channels a group at 56x56 0.31 / 0.32 against 0.77 / 0.50, at 28x28 0.105 / 0.086
 // against 0.21 / 0.14; 8 at 28x28 0.33 / 0.23 against 0.41 / 0.26, at 14x14 0.096 / 0.058
@@ -64,7 +72,7 @@ bool direct_on_blocks_preferred(const Shape& s) {
   Shape s8 = s;
   if (s.d.layout == GK_LAYOUT_NHWC && !nchw8_form(s, &s8)) return false;
   return s8.d.layout == GK_LAYOUT_NCHW8 && pointwise_kernel().simd == SimdLevel::Avx512 && auto_prefers_direct(s8) &&
-         std::max(s8.icg, s8.ocg) <= kDirectOnBlocksMaxGroupChannels && direct_runs_blocked(s8);
+         std::max(s8.icg, s8.ocg) <= kDirectOnBlocksMaxGroupChannels && direct_takes_whole_images(s8);
 }
 
 std::string auto_reason_against(const Algorithm* a, const Shape& s) {
@@ -90,8 +98,7 @@ std::string auto_reason_against(const Algorithm* a, const Shape& s) {
       if (auto_prefers_direct(s)) return "AUTO prefers direct for groups this small";
       return "";
     case GK_CONV_ALGO_POINTWISE_NCHW8:
-      if (s.d.layout == GK_LAYOUT_NCHW && auto_prefers_direct(s) && s.ow >= kDirectOverNchw8CopiesMinWidth)
-        return "AUTO prefers direct to NCHW8 copies on rows this wide";
+      if (nchw_prefers_direct(s)) return "AUTO prefers direct to NCHW8 copies on rows this wide";
       if (direct_on_blocks_preferred(s)) return "AUTO prefers direct on channel blocks for groups this small";
       return "";
     case GK_CONV_ALGO_DIRECT:
