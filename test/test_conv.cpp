@@ -533,7 +533,7 @@ TEST(Conv, DirectOnChannelBlocks) {
         d.in_channels = g.icg * g.groups, d.out_channels = g.ocg * g.groups;
         d.in_height = 1 + (i * 7 + r * 3) % 12, d.in_width = w;
         d.kernel_h = 1 + 2 * (i % 3), d.kernel_w = 1 + 2 * (i / 2 % 3 % 2);  // 5x3 too
-        d.stride_h = 1 + (i + r) % 2, d.dilation_h = 1 + i % 2, d.dilation_w = 1 + (i / 3) % 2;
+        d.stride_h = 1 + i / 2 % 2, d.dilation_h = 1 + i / 4 % 2, d.dilation_w = 1 + (i / 3) % 2;
         d.pad_top = d.kernel_h / 2, d.pad_bottom = i % 2 ? d.kernel_h / 2 : d.kernel_h - 1;
         d.pad_left = i / 2 % 5 == 0 ? 0 : d.kernel_w / 2 * d.dilation_w, d.pad_right = i % 5 == 1 ? 0 : d.kernel_w / 2 * d.dilation_w;
         int64_t oh = 0, ow = 0;
@@ -595,6 +595,31 @@ TEST(Conv, DirectOnChannelBlocks) {
   EXPECT_EQ(plan_name(128, 30, GK_LAYOUT_NCHW8), small_groups);  // 4 channels a group
   EXPECT_EQ(plan_name(256, 14, GK_LAYOUT_NCHW8), small_groups);  // 8
   EXPECT_EQ(plan_name(128, 20, GK_LAYOUT_NHWC), small_groups);
+  // The engine where direct does not take whole images on 16 lanes: 8 super-groups (4
+  // channels a group, 16 groups), stride 2 across, rows of 8; or wider output groups.
+  const std::string engine = has_pointwise_kernels() ? "pointwise_nchw8" : "direct";
+  auto plan_of = [](gk_conv_desc d) { return gktest::check_conv(gktest::make_conv_case(d, true, 11), GK_CONV_ALGO_AUTO, 300); };
+  gk_conv_desc d;
+  gk_conv_desc_init(&d);
+  d.batch = 1, d.in_channels = d.out_channels = 64, d.groups = 16, d.in_height = d.in_width = 30;
+  d.kernel_h = d.kernel_w = 3, d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = 1;
+  d.layout = GK_LAYOUT_NCHW8;
+  EXPECT_EQ(plan_of(d), engine);
+  d.batch = 2;  // 16 super-groups
+  EXPECT_EQ(plan_of(d), small_groups);
+  d.stride_w = 2;
+  EXPECT_EQ(plan_of(d), engine);
+  d.stride_w = 1, d.in_width = 8;
+  EXPECT_EQ(plan_of(d), engine);
+  d.in_width = 30, d.out_channels = 128;  // 4 in, 8 out: still direct; 4 in, 16 out: the engine
+  EXPECT_EQ(plan_of(d), small_groups);
+  d.out_channels = 256;
+  EXPECT_EQ(plan_of(d), engine);
+  // NCHW: direct from rows of 14 where it takes whole images (16 groups in the batch).
+  d.layout = GK_LAYOUT_NCHW, d.out_channels = 64, d.in_width = 14;
+  EXPECT_EQ(plan_of(d), "direct");
+  d.in_width = 13;
+  EXPECT_EQ(plan_of(d), engine);
   if (has_pointwise_kernels()) {
     EXPECT_EQ(plan_name(512, 14, GK_LAYOUT_NCHW8), "pointwise_nchw8");  // 16
   }

@@ -19,10 +19,8 @@
 // channels are whole 8-channel blocks (NCHW8, run without copies of the tensors). Its input
 // goes once into a panel of every padded row in the thread's workspace (rows copied, or
 // blocks transposed), its output is computed into planes of whole vectors there and copied
-// (or transposed) out, all in L2. Per band, the panel's rows were copied again for every
-// output row and a row's last vector stored lane by lane: ResNeXt-50's 4-channel groups at
-// 56x56, 1 thread, NCHW 0.52 -> 0.37 ms; NCHW8 through whole-tensor NCHW copies 0.78,
-// without them 0.31 (Zen 5).
+// (or transposed) out, all in L2: no band copies rows again for its output rows, and no
+// tile stores a row's last vector lane by lane (design.md, "Direct on whole images").
 #include <omp.h>
 
 #include <algorithm>
@@ -307,10 +305,11 @@ GK_INLINE void direct_band(const DirectGeometry& g, const DirectItem& it, int64_
   const int64_t plane = g.oh * g.ow, taps = g.kh * g.kw, rows = std::min(g.band, g.oh - it.row);
   for (int64_t c0 = 0; c0 < g.icg; c0 += g.chunk) {
     const int64_t cc = std::min(g.chunk, g.icg - c0);
-    const float* panel = it.panel + it.row * g.sh * g.panel_row_floats();  // whole image
+    const float* panel = it.panel;
     if (it.x) {
       build_panel<V>(g, it.x, c0, cc, it.row, it.panel);
-      panel = it.panel;
+    } else {
+      panel += it.row * g.sh * g.panel_row_floats();  // the whole image's panel, from the band's rows
     }
     const TileStore t{c0 == 0, c0 + cc == g.icg, it.add, it.act};
     for (int64_t b = 0; b < it.blocks; ++b)
@@ -401,7 +400,7 @@ GK_INLINE void wide_transpose(v16 (&r)[8], const v16i (&m)[3][2], bool to_planes
 template <class V>
 GK_INLINE void block_row_to_runs(const float* x, int64_t cols, float* const* dst) {
   int64_t j = 0;
-  if (sizeof(V) == sizeof(v16)) {
+  if constexpr (sizeof(V) == sizeof(v16)) {
     const WideTransposeMasks& m = wide_transpose_masks();
     for (; j + 16 <= cols; j += 16) {
       v16 r[8];
@@ -419,7 +418,7 @@ GK_INLINE void block_row_to_runs(const float* x, int64_t cols, float* const* dst
 template <class V>
 GK_INLINE void runs_to_block_row(const float* const* src, int64_t cols, float* y) {
   int64_t j = 0;
-  if (sizeof(V) == sizeof(v16)) {
+  if constexpr (sizeof(V) == sizeof(v16)) {
     const WideTransposeMasks& m = wide_transpose_masks();
     for (; j + 16 <= cols; j += 16) {
       v16 r[8];
@@ -465,8 +464,10 @@ GK_INLINE void zero_panel_padding(const DirectGeometry& g, int64_t channels, flo
   for (int64_t c = 0; c < channels; ++c) {
     float* ch = panel + c * channel;
     zero_run(ch, first);
-    // Between two rows' input: whole vectors, the last one overrunning into the next row's
-    // input, written after (as calls, these short runs took 9% of a 4-channel-group layer).
+    // Between two rows' input: whole vectors (as calls, these short runs took 9% of a
+    // 4-channel-group layer), the last one running up to 7 floats on, over zeros or input
+    // written after (past the last channel's rows: its own zeroed rest, or the workspace's
+    // next part, written later).
     const int64_t gap = row - g.iw;
     for (int64_t i = 0; i + 1 < g.ih; ++i) {
       float* at = ch + first + i * row + g.iw;
@@ -499,12 +500,17 @@ GK_INLINE void image_to_panel(const DirectGeometry& g, const float* x, int64_t c
 
 // `channels` planes of rows `pitch` floats apart <-> NCHW planes (rows copied) or NCHW8
 // blocks.
+// (The columns past `cols` zeroed: the tiles read them with the residual, then drop them.)
 template <class V>
 GK_INLINE void image_to_planes(const float* x, int64_t channels, bool planar, int64_t rows, int64_t cols,
                                int64_t pitch, float* planes) {
-  if (!planar) return blocks_to_planes<V>(x, channels / 8, rows, cols, pitch, planes);
-  for (int64_t c = 0; c < channels; ++c)
-    for (int64_t i = 0; i < rows; ++i) copy_run(planes + (c * rows + i) * pitch, x + (c * rows + i) * cols, cols);
+  if (planar) {
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < rows; ++i) copy_run(planes + (c * rows + i) * pitch, x + (c * rows + i) * cols, cols);
+  } else {
+    blocks_to_planes<V>(x, channels / 8, rows, cols, pitch, planes);
+  }
+  for (int64_t r = 0; r < channels * rows && cols < pitch; ++r) zero_run(planes + r * pitch + cols, pitch - cols);
 }
 template <class V>
 GK_INLINE void planes_to_image(const float* planes, int64_t channels, bool planar, int64_t rows, int64_t cols,
@@ -520,24 +526,24 @@ GK_INLINE void direct_item(const DirectGeometry& g, const DirectItem& it, int64_
 // Every group, oc block and band of a whole-image item (g: whole_image_geometry), its output
 // (and residual) on planes of g.ow (the real width rounded up to vectors) columns.
 template <class V, int TV>
-GK_INLINE void direct_whole_image(const DirectGeometry& g, const WholeImageItem& b, int64_t ow, int64_t block_floats) {
+GK_INLINE void direct_whole_image(const DirectGeometry& g, const WholeImageItem& item, int64_t ow, int64_t block_floats) {
   const int64_t out_plane = g.oh * g.ow, channel = g.band_in_rows * g.panel_row_floats();
-  const int64_t in_channels = b.merge * g.icg, out_channels = b.merge * g.ocg;
-  image_to_panel<V>(g, b.x, in_channels, b.planar, b.panel);
-  if (b.add) image_to_planes<V>(b.y, out_channels, b.planar, g.oh, ow, g.ow, b.out_planes);
+  const int64_t in_channels = item.merge * g.icg, out_channels = item.merge * g.ocg;
+  image_to_panel<V>(g, item.x, in_channels, item.planar, item.panel);
+  if (item.add) image_to_planes<V>(item.y, out_channels, item.planar, g.oh, ow, g.ow, item.out_planes);
   DirectItem it;
-  it.x = nullptr, it.act = b.act, it.add = b.add;
-  for (int64_t gi = 0; gi < b.merge; ++gi)
+  it.x = nullptr, it.act = item.act, it.add = item.add;
+  for (int64_t gi = 0; gi < item.merge; ++gi)
     for (int64_t b0 = 0; b0 < g.oc_blocks; b0 += kOcBlocksPerItem) {
       it.blocks = std::min(kOcBlocksPerItem, g.oc_blocks - b0);
       it.channels = std::min(it.blocks * kOcBlock, g.ocg - b0 * kOcBlock);
-      it.panel = b.panel + gi * g.icg * channel;
-      it.y = b.out_planes + (gi * g.ocg + b0 * kOcBlock) * out_plane;
-      it.w = b.w + (gi * g.oc_blocks + b0) * block_floats;
-      it.bias = b.bias + (gi * g.oc_blocks + b0) * kOcBlock;
+      it.panel = item.panel + gi * g.icg * channel;
+      it.y = item.out_planes + (gi * g.ocg + b0 * kOcBlock) * out_plane;
+      it.w = item.w + (gi * g.oc_blocks + b0) * block_floats;
+      it.bias = item.bias + (gi * g.oc_blocks + b0) * kOcBlock;
       for (it.row = 0; it.row < g.oh; it.row += g.band) direct_item<V, TV>(g, it, block_floats);
     }
-  planes_to_image<V>(b.out_planes, out_channels, b.planar, g.oh, ow, g.ow, b.y);
+  planes_to_image<V>(item.out_planes, out_channels, item.planar, g.oh, ow, g.ow, item.y);
 }
 
 // TV: the tile's vectors per channel (direct_geometry's tile_vectors), as g.band rows.
@@ -689,18 +695,18 @@ class DirectConv final : public Prepared {
     const int threads = ws.cap(threads_for(s_.flops()));
     parallel_region(threads, [&] {
       float* work = ws.block(omp_get_thread_num());
-      WholeImageItem b;
-      b.merge = merge_, b.planar = d.layout == GK_LAYOUT_NCHW;
-      b.panel = work, b.out_planes = work + out_planes_at();
-      b.act = d.activation, b.add = s_.adds_to_output();
+      WholeImageItem item;
+      item.merge = merge_, item.planar = d.layout == GK_LAYOUT_NCHW;
+      item.panel = work, item.out_planes = work + out_planes_at();
+      item.act = d.activation, item.add = s_.adds_to_output();
 #pragma omp for schedule(static)
-      for (int64_t item = 0; item < items; ++item) {
-        const int64_t n = item / supers, j = item % supers;
-        b.x = input + n * in_image + j * merge_ * s_.icg * d.in_height * d.in_width;
-        b.y = output + n * out_image + j * merge_ * s_.ocg * s_.pixels();
-        b.w = p_.w.data() + j * merge_ * g_.oc_blocks * p_.block_floats;
-        b.bias = p_.bias.data() + j * merge_ * g_.oc_blocks * kOcBlock;
-        kernel_.whole_image(whole_, b, s_.ow, p_.block_floats);
+      for (int64_t i = 0; i < items; ++i) {
+        const int64_t n = i / supers, j = i % supers;
+        item.x = input + n * in_image + j * merge_ * s_.icg * d.in_height * d.in_width;
+        item.y = output + n * out_image + j * merge_ * s_.ocg * s_.pixels();
+        item.w = p_.w.data() + j * merge_ * g_.oc_blocks * p_.block_floats;
+        item.bias = p_.bias.data() + j * merge_ * g_.oc_blocks * kOcBlock;
+        kernel_.whole_image(whole_, item, s_.ow, p_.block_floats);
       }
     });
   }
@@ -713,18 +719,20 @@ class DirectConv final : public Prepared {
   int64_t merge_;  // whole-image mode's groups per item (whole_image_merge), 0 when not in it
 };
 
+// Whether a panel holds at least one input channel's rows for a band within 64 MiB (not so
+// for a padded row of millions of columns, or a stride of as many).
+bool panels_fit(const Shape& s) {
+  const DirectKernel k = direct_kernel(s);
+  int64_t floats = 0;
+  return panel_channel_floats(direct_extents(s, k.lanes, k.tile_vectors), &floats) && floats <= kMaxPanelChannelFloats;
+}
+
 class Direct final : public Algorithm {
  public:
   gk_conv_algo id() const override { return GK_CONV_ALGO_DIRECT; }
   const char* name() const override { return "direct"; }
-  // A panel holds at least one input channel's rows for a band: refused past 64 MiB (a
-  // padded row of millions of columns, or a stride of as many).
   std::string unusable_reason(const Shape& s) const override {
-    const DirectKernel k = direct_kernel(s);
-    int64_t floats = 0;
-    if (!panel_channel_floats(direct_extents(s, k.lanes, k.tile_vectors), &floats) || floats > kMaxPanelChannelFloats)
-      return "one input channel's rows take more than 64 MiB";
-    return "";
+    return panels_fit(s) ? "" : "one input channel's rows take more than 64 MiB";
   }
   std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t) const override {
     return std::unique_ptr<Prepared>(new DirectConv(s, w, b));
@@ -733,11 +741,10 @@ class Direct final : public Algorithm {
 
 }  // namespace
 
-bool direct_takes_whole_images(const Shape& s) {
+bool direct_takes_whole_images(const Shape& s, bool wide) {
   const DirectKernel k = direct_kernel(s);
-  int64_t floats = 0;
-  return panel_channel_floats(direct_extents(s, k.lanes, k.tile_vectors), &floats) &&
-         floats <= kMaxPanelChannelFloats && whole_image_merge(s, whole_image_geometry(s, k.lanes, k.tile_vectors)) > 0;
+  return panels_fit(s) && (!wide || k.lanes == 16) &&
+         whole_image_merge(s, whole_image_geometry(s, k.lanes, k.tile_vectors)) > 0;
 }
 
 const Algorithm* direct_algorithm() {

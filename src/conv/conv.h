@@ -112,8 +112,8 @@ const Algorithm* gemm_1x1_algorithm();
 const Algorithm* im2col_gemm_algorithm();
 const Algorithm* direct_algorithm();
 // Whether direct runs `s` a whole image's panel at a time (algo_direct.cpp): NCHW, or
-// NCHW8 without copies.
-bool direct_takes_whole_images(const Shape& s);
+// NCHW8 without copies; `wide`: on 16-lane vectors too (AVX-512, rows wider than 8).
+bool direct_takes_whole_images(const Shape& s, bool wide = false);
 const Algorithm* depthwise_algorithm();
 const Algorithm* winograd_algorithm(int m);  // m = 2, 4, 6
 const Algorithm* pointwise_nchw8_algorithm();

@@ -65,14 +65,15 @@ bool nchw_prefers_direct(const Shape& s) {
 // ResNeXt-50's 32 groups, 3x3 stride 1, ms at 1 / 2 threads, direct against the engine:
 // 4 channels a group at 56x56 0.31 / 0.32 against 0.77 / 0.50, at 28x28 0.105 / 0.086
 // against 0.21 / 0.14; 8 at 28x28 0.33 / 0.23 against 0.41 / 0.26, at 14x14 0.096 / 0.058
-// against 0.100 / 0.053; 16 at 14x14 0.33 / 0.15 against 0.21 / 0.10). AVX2's direct, on 8
-// lanes, lost to its engine but for 4-channel groups at one thread (0.74 against 0.79).
+// against 0.100 / 0.053; 16 at 14x14 0.33 / 0.15 against 0.21 / 0.10). Direct on 8 lanes
+// (AVX2's, as AVX-512's on rows up to 8 wide) lost to AVX2's engine but for 4-channel
+// groups at one thread (0.74 against 0.79): 16 lanes only.
 constexpr int64_t kDirectOnBlocksMaxGroupChannels = 8;
 bool direct_on_blocks_preferred(const Shape& s) {
   Shape s8 = s;
   if (s.d.layout == GK_LAYOUT_NHWC && !nchw8_form(s, &s8)) return false;
   return s8.d.layout == GK_LAYOUT_NCHW8 && pointwise_kernel().simd == SimdLevel::Avx512 && auto_prefers_direct(s8) &&
-         std::max(s8.icg, s8.ocg) <= kDirectOnBlocksMaxGroupChannels && direct_takes_whole_images(s8);
+         std::max(s8.icg, s8.ocg) <= kDirectOnBlocksMaxGroupChannels && direct_takes_whole_images(s8, /*wide=*/true);
 }
 
 std::string auto_reason_against(const Algorithm* a, const Shape& s) {
