@@ -128,9 +128,10 @@ def bench_basic_block(a, in_path, env):
         args = ["--threads", str(threads), "--layout", "NCHW8", "--algo", "fastrun"]
         for path in (fused, separate):
             gk_infer(a.gk_infer, path, in_path, None, args, env)
-        # The add saves ~0.03 ms of ~1 ms, while this VM's speed moves 10-20% between
-        # seconds: many short rounds in alternating order (ABBA), and the saving as the
-        # median of each round's own difference, so a slow phase counts against neither.
+        # The add costs ~0.03 ms of ~1 ms, while a shared VM's speed moves 10-20% from
+        # second to second: many short rounds in alternating order (ABBA), and the saving
+        # as the median of each round's own difference, which a slow phase shifts less
+        # than it shifts either median.
         runs = {fused: [], separate: []}
         other = []
         for r in range(max(4 * a.rounds, 16)):
