@@ -71,11 +71,13 @@ struct OutputMatrix {  // A^T
 };
 
 // acc (+)= c * x for the constant c = Mat(Row, K): nothing for 0, no multiplication for
-// +-1. `started` is a constant after inlining, so the first term initializes acc.
-template <typename Mat, int Row, int K>
+// +-1. `started` is a constant after inlining, so the first term initializes acc. Unit
+// selects the +-1 terms (true) or the others (false): summing the +-1 terms first makes
+// the first term a copy rather than a multiplication.
+template <typename Mat, int Row, int K, bool Unit>
 GK_INLINE void add_term(v8& acc, bool& started, const v8& x) {
   constexpr float c = float(Mat::at(Row, K));
-  if constexpr (c != 0.0f) {
+  if constexpr (c != 0.0f && (c == 1.0f || c == -1.0f) == Unit) {
     if constexpr (c == 1.0f) {
       acc = started ? acc + x : x;
     } else if constexpr (c == -1.0f) {
@@ -92,40 +94,121 @@ template <typename Mat, int Row, int Stride, int... K>
 GK_INLINE v8 combine(const v8* x, std::integer_sequence<int, K...>) {
   v8 acc = {};
   bool started = false;
-  (add_term<Mat, Row, K>(acc, started, x[K * Stride]), ...);
+  (add_term<Mat, Row, K, true>(acc, started, x[K * Stride]), ...);
+  (add_term<Mat, Row, K, false>(acc, started, x[K * Stride]), ...);
   return acc;
 }
 
-// out[I][j] = sum_k Mat(I, k) in[k][j]: rows I < Rows of Mat times the A x A matrix `in`.
-template <typename Mat, int Rows, int A, int I = 0>
-GK_INLINE void left_multiply(const v8 (&in)[A][A], v8 (&out)[A][A]) {
-  if constexpr (I < Rows) {
-    for (int j = 0; j < A; ++j) out[I][j] = combine<Mat, I, A>(&in[0][j], std::make_integer_sequence<int, A>{});
-    left_multiply<Mat, Rows, A, I + 1>(in, out);
-  }
-}
-
-// out[i][J] = sum_k Mat(J, k) in[i][k] for rows i < rows: `in` times Mat^T, columns J < Cols.
-template <typename Mat, int Cols, int A, int J = 0>
-GK_INLINE void right_multiply(const v8 (&in)[A][A], int rows, v8 (&out)[A][A]) {
-  if constexpr (J < Cols) {
-    for (int i = 0; i < rows; ++i) out[i][J] = combine<Mat, J, 1>(&in[i][0], std::make_integer_sequence<int, A>{});
-    right_multiply<Mat, Cols, A, J + 1>(in, rows, out);
-  }
-}
-
-// dst[J * stride] = sum_k Mat(J, k) in[k] for J < Cols (one row of `in` times Mat^T),
-// each stored as it is computed (whole vectors, or the first `lanes` floats).
-template <typename Mat, int Cols, int A, int J = 0>
-GK_INLINE void right_multiply_store(const v8 (&in)[A], float* dst, int64_t stride, int lanes) {
-  if constexpr (J < Cols) {
-    const v8 r = combine<Mat, J, 1>(in, std::make_integer_sequence<int, A>{});
-    if (lanes == 8) {
-      store8(dst + J * stride, r);
-    } else {
-      for (int l = 0; l < lanes; ++l) dst[J * stride + l] = r[l];
+// The factorings of the Toom-Cook matrices at the points +-p (winograd_matrices.h). The
+// rows of B^T for p and -p agree on some inputs and are opposite on the others, so they
+// are e + o and e - o of two half sums; the columns of A^T for p and -p (1 + 2q and 2 + 2q)
+// agree in some rows and are opposite in the others, so every row reads their sum or
+// their difference. Either cuts the adds and multiply-adds of a 1-D transform (F(6x6)'s input:
+// 36 -> 26, its output 32 -> 20), the part of Winograd's time that is not the GEMMs.
+template <typename Mat, int Rows, int A>
+struct Factoring {
+  // Rows r and r + 1 are e + o and e - o.
+  static constexpr bool row_pair(int r) {
+    if (r + 1 >= Rows) return false;
+    int opposite = 0;
+    for (int k = 0; k < A; ++k) {
+      const double x = Mat::at(r, k), y = Mat::at(r + 1, k);
+      if (x != y && x != -y) return false;
+      opposite += x != 0.0 && x == -y;
     }
-    right_multiply_store<Mat, Cols, A, J + 1>(in, dst, stride, lanes);
+    return opposite > 0;
+  }
+  // Every pair of columns (1 + 2q, 2 + 2q), 2 + 2q < A - 1, agrees or is opposite in each
+  // row, and some pair is opposite somewhere.
+  static constexpr bool column_pairs() {
+    int opposite = 0;
+    for (int k = 1; k + 1 < A - 1; k += 2)
+      for (int r = 0; r < Rows; ++r) {
+        const double x = Mat::at(r, k), y = Mat::at(r, k + 1);
+        if (x != y && x != -y) return false;
+        opposite += x != 0.0 && x == -y;
+      }
+    return opposite > 0;
+  }
+};
+// The terms of rows r and r + 1 they agree on (Odd = false) or are opposite on (true).
+template <typename Mat, bool Odd>
+struct RowPairPart {
+  static constexpr double at(int r, int k) {
+    const double x = Mat::at(r, k);
+    return (x != 0.0 && x == -Mat::at(r + 1, k)) == Odd ? x : 0.0;
+  }
+};
+// Mat over the inputs y[k]: y[1 + 2q] = x[1 + 2q] + x[2 + 2q], y[2 + 2q] = their
+// difference, the first and last x as they are.
+template <typename Mat, int A>
+struct PairedColumns {
+  static constexpr double at(int r, int k) {
+    if (k == 0 || k == A - 1) return Mat::at(r, k);
+    const int first = k % 2 ? k : k - 1;
+    const double x = Mat::at(r, first), y = Mat::at(r, first + 1);
+    const bool opposite = x != 0.0 && x == -y;
+    return (k % 2 ? !opposite : opposite) ? x : 0.0;
+  }
+};
+
+// out[J * OutStride] = sum_k Mat(J, k) x[k * Stride] for J < Rows: one 1-D transform.
+template <typename Mat, int Rows, int A, int Stride, int OutStride, int J = 0>
+GK_INLINE void transform_rows(const v8* x, v8* out) {
+  if constexpr (J < Rows) {
+    using Seq = std::make_integer_sequence<int, A>;
+    if constexpr (Factoring<Mat, Rows, A>::row_pair(J)) {
+      const v8 e = combine<RowPairPart<Mat, false>, J, Stride>(x, Seq{});
+      const v8 o = combine<RowPairPart<Mat, true>, J, Stride>(x, Seq{});
+      out[J * OutStride] = e + o;
+      out[(J + 1) * OutStride] = e - o;
+      transform_rows<Mat, Rows, A, Stride, OutStride, J + 2>(x, out);
+    } else {
+      out[J * OutStride] = combine<Mat, J, Stride>(x, Seq{});
+      transform_rows<Mat, Rows, A, Stride, OutStride, J + 1>(x, out);
+    }
+  }
+}
+template <typename Mat, int Rows, int A, int Stride, int OutStride>
+GK_INLINE void transform_1d(const v8* x, v8* out) {
+  if constexpr (Factoring<Mat, Rows, A>::column_pairs()) {
+    v8 y[A];
+    y[0] = x[0];
+    y[A - 1] = x[(A - 1) * Stride];
+    for (int k = 1; k + 1 < A - 1; k += 2) {
+      y[k] = x[k * Stride] + x[(k + 1) * Stride];
+      y[k + 1] = x[k * Stride] - x[(k + 1) * Stride];
+    }
+    transform_rows<PairedColumns<Mat, A>, Rows, A, 1, OutStride>(y, out);
+  } else {
+    transform_rows<Mat, Rows, A, Stride, OutStride>(x, out);
+  }
+}
+
+// out[i][j] = sum_k Mat(i, k) in[k][j] for rows i < Rows of Mat: Mat times the A x A `in`.
+template <typename Mat, int Rows, int A>
+GK_INLINE void left_multiply(const v8 (&in)[A][A], v8 (&out)[A][A]) {
+  for (int j = 0; j < A; ++j) transform_1d<Mat, Rows, A, A, A>(&in[0][j], &out[0][j]);
+}
+
+// out[i][j] = sum_k Mat(j, k) in[i][k] for rows i < rows: `in` times Mat^T, columns j < Cols.
+template <typename Mat, int Cols, int A>
+GK_INLINE void right_multiply(const v8 (&in)[A][A], int rows, v8 (&out)[A][A]) {
+  for (int i = 0; i < rows; ++i) transform_1d<Mat, Cols, A, 1, 1>(&in[i][0], &out[i][0]);
+}
+
+// dst[j * stride] = sum_k Mat(j, k) in[k] for j < Cols (one row of `in` times Mat^T), as
+// whole vectors or their first `lanes` floats.
+template <typename Mat, int Cols, int A>
+GK_INLINE void right_multiply_store(const v8 (&in)[A], float* dst, int64_t stride, int lanes) {
+  v8 r[Cols];
+  transform_1d<Mat, Cols, A, 1, 1>(in, r);
+  for (int j = 0; j < Cols; ++j) {
+    if (lanes == 8) {
+      store8(dst + j * stride, r[j]);
+    } else {
+      for (int l = 0; l < lanes; ++l) dst[j * stride + l] = r[j][l];
+    }
   }
 }
 
