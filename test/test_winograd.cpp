@@ -273,6 +273,29 @@ TEST(Winograd, HighAccuracyFlagExcludesLossyVariants) {
   }
 }
 
+// AUTO takes F(6x6) on outputs of 112x112 and larger, F(4x4) below (auto_prefers_f63);
+// F(2x2) under GK_CONV_FLAG_HIGH_ACCURACY.
+TEST(Winograd, AutoPicksF6x6OnLargeOutputs) {
+  const std::vector<float> w(64 * 64 * 9, 0.01f);
+  for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8}) {
+    for (int64_t hw : {56, 111, 112, 224}) {
+      gk_conv_desc d = desc3x3(1, 64, hw, hw, 64, 1);
+      d.layout = layout;
+      gk_conv_plan* plan = nullptr;
+      ASSERT_EQ(gk_conv_plan_create(&d, w.data(), nullptr, GK_CONV_ALGO_AUTO, &plan), GK_OK);
+      const std::string name = gk_conv_plan_algo_name(plan);
+      const char* expected = hw >= 112 ? "winograd_f63" : "winograd_f43";
+      EXPECT_EQ(name.rfind(expected, 0), 0u) << hw << "x" << hw << ", layout " << layout << ": " << name;
+      gk_conv_plan_destroy(plan);
+      // Under GK_CONV_FLAG_HIGH_ACCURACY, F(2x2) whatever the size.
+      d.flags = GK_CONV_FLAG_HIGH_ACCURACY;
+      ASSERT_EQ(gk_conv_plan_create(&d, w.data(), nullptr, GK_CONV_ALGO_AUTO, &plan), GK_OK);
+      EXPECT_EQ(std::string(gk_conv_plan_algo_name(plan)).rfind("winograd_f23", 0), 0u) << hw;
+      gk_conv_plan_destroy(plan);
+    }
+  }
+}
+
 // The accuracy of each variant on every 3x3 stride-1 layer of the networks, inputs in
 // [0, 1) as after ReLU and He-initialised weights, 300 sampled outputs per layer. Under
 // emulation only the layers under 60 MFLOP run.
