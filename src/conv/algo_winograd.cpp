@@ -191,6 +191,22 @@ GK_INLINE void left_multiply(const v8 (&in)[A][A], v8 (&out)[A][A]) {
   for (int j = 0; j < A; ++j) transform_1d<Mat, Rows, A, A, A>(&in[0][j], &out[0][j]);
 }
 
+// The same with `in` in memory, element (k, j) at p + k * k_stride + j * j_stride: a column
+// at a time straight into registers (a copy of the window or block on the stack first cost
+// 2-10% of F(4x4) and F(6x6) at 64 channels).
+template <typename Mat, int Rows, int A>
+GK_INLINE void left_multiply_from(const float* p, int64_t k_stride, int64_t j_stride, v8 (&out)[A][A]) {
+#pragma GCC unroll 8
+  for (int j = 0; j < A; ++j) {
+    v8 column[A], r[Rows];
+#pragma GCC unroll 8
+    for (int k = 0; k < A; ++k) column[k] = load8(p + k * k_stride + j * j_stride);
+    transform_1d<Mat, Rows, A, 1, 1>(column, r);
+#pragma GCC unroll 8
+    for (int i = 0; i < Rows; ++i) out[i][j] = r[i];
+  }
+}
+
 // out[i][j] = sum_k Mat(j, k) in[i][k] for rows i < rows: `in` times Mat^T, columns j < Cols.
 template <typename Mat, int Cols, int A>
 GK_INLINE void right_multiply(const v8 (&in)[A][A], int rows, v8 (&out)[A][A]) {
@@ -265,15 +281,7 @@ template <int M>
 GK_INLINE void output_transform(const float* mt, int64_t xi_stride, v8 (&y)[M + 2][M + 2]) {
   constexpr int A = M + 2;
   v8 t[A][A];
-#pragma GCC unroll 8
-  for (int j = 0; j < A; ++j) {  // a column of M, from the block into registers
-    v8 m[A], r[A];
-#pragma GCC unroll 8
-    for (int k = 0; k < A; ++k) m[k] = load8(mt + (k * A + j) * xi_stride);
-    transform_1d<OutputMatrix<M>, M, A, 1, 1>(m, r);
-#pragma GCC unroll 8
-    for (int i = 0; i < M; ++i) t[i][j] = r[i];
-  }
+  left_multiply_from<OutputMatrix<M>, M>(mt, A * xi_stride, xi_stride, t);
   right_multiply<OutputMatrix<M>, M>(t, M, y);
 }
 
@@ -311,22 +319,6 @@ struct Window {
   int64_t row, pixel;
 };
 
-// t = B^T d for one tile's window, a column at a time from memory into registers (a copy
-// of the window on the stack first cost 2-10% of F(4x4) and F(6x6) at 64 channels).
-template <int M>
-GK_INLINE void input_columns(const Window& w, v8 (&t)[M + 2][M + 2]) {
-  constexpr int A = M + 2;
-#pragma GCC unroll 8
-  for (int j = 0; j < A; ++j) {
-    v8 d[A], r[A];
-#pragma GCC unroll 8
-    for (int k = 0; k < A; ++k) d[k] = load8(w.at + k * w.row + j * w.pixel);
-    transform_1d<InputMatrix<M>, A, A, 1, 1>(d, r);
-#pragma GCC unroll 8
-    for (int i = 0; i < A; ++i) t[i][j] = r[i];
-  }
-}
-
 // V = B^T d B for `count` (<= 8) tiles of one channel block (tiles[q]: tile q's window).
 // Computed per tile with vectors over channels, then turned by one 8 x 8 transpose per xi
 // into the packed-B order: channel l's row of tiles at v + xi * xi_stride + l * row_stride,
@@ -342,7 +334,7 @@ GK_INLINE void input_tiles_blocked(const Window* tiles, int count, int channels,
       continue;
     }
     v8 t[A][A];
-    input_columns<M>(tiles[q], t);
+    left_multiply_from<InputMatrix<M>, A>(tiles[q].at, tiles[q].row, tiles[q].pixel, t);
     for (int i = 0; i < A; ++i) right_multiply_store<InputMatrix<M>, A>(t[i], tmp[i * A][q], 64, 8);
   }
   for (int xi = 0; xi < A * A; ++xi) {
@@ -400,7 +392,7 @@ GK_INLINE void input_tiles_pixel_major(const Window* tiles, int count, float* v,
   constexpr int A = M + 2;
   for (int q = 0; q < count; ++q) {
     v8 t[A][A];
-    input_columns<M>(tiles[q], t);
+    left_multiply_from<InputMatrix<M>, A>(tiles[q].at, tiles[q].row, tiles[q].pixel, t);
     for (int i = 0; i < A; ++i)
       right_multiply_store<InputMatrix<M>, A>(t[i], v + i * A * xi_stride + q * 8, xi_stride, 8);
   }
