@@ -103,40 +103,46 @@ GK_INLINE v8 combine(const v8* x, std::integer_sequence<int, K...>) {
 // rows of B^T for p and -p agree on some inputs and are opposite on the others, so they
 // are e + o and e - o of two half sums; the columns of A^T for p and -p (1 + 2q and 2 + 2q)
 // agree in some rows and are opposite in the others, so every row reads their sum or
-// their difference. Either cuts the adds and multiply-adds of a 1-D transform (F(6x6)'s input:
-// 36 -> 26, its output 32 -> 20), the part of Winograd's time that is not the GEMMs.
+// their difference. Either cuts the adds and multiply-adds of a 1-D transform (F(6x6)'s
+// input: 36 -> 26, its output 32 -> 20), the part of Winograd's time that is not the GEMMs.
+// Entries compare as the floats the transforms are compiled with: B^T comes from an
+// inverse in double, whose +-p entries differ in their last bits.
+enum class Pairing { Same, Opposite, Neither };
+constexpr Pairing pairing(double a, double b) {
+  const float x = float(a), y = float(b);
+  return x == y ? Pairing::Same : x == -y ? Pairing::Opposite : Pairing::Neither;
+}
 template <typename Mat, int Rows, int A>
 struct Factoring {
   // Rows r and r + 1 are e + o and e - o.
   static constexpr bool row_pair(int r) {
     if (r + 1 >= Rows) return false;
-    int opposite = 0;
+    bool opposite = false;
     for (int k = 0; k < A; ++k) {
-      const double x = Mat::at(r, k), y = Mat::at(r + 1, k);
-      if (x != y && x != -y) return false;
-      opposite += x != 0.0 && x == -y;
+      const Pairing p = pairing(Mat::at(r, k), Mat::at(r + 1, k));
+      if (p == Pairing::Neither) return false;
+      opposite = opposite || p == Pairing::Opposite;
     }
-    return opposite > 0;
+    return opposite;
   }
   // Every pair of columns (1 + 2q, 2 + 2q), 2 + 2q < A - 1, agrees or is opposite in each
   // row, and some pair is opposite somewhere.
   static constexpr bool column_pairs() {
-    int opposite = 0;
+    bool opposite = false;
     for (int k = 1; k + 1 < A - 1; k += 2)
       for (int r = 0; r < Rows; ++r) {
-        const double x = Mat::at(r, k), y = Mat::at(r, k + 1);
-        if (x != y && x != -y) return false;
-        opposite += x != 0.0 && x == -y;
+        const Pairing p = pairing(Mat::at(r, k), Mat::at(r, k + 1));
+        if (p == Pairing::Neither) return false;
+        opposite = opposite || p == Pairing::Opposite;
       }
-    return opposite > 0;
+    return opposite;
   }
 };
 // The terms of rows r and r + 1 they agree on (Odd = false) or are opposite on (true).
 template <typename Mat, bool Odd>
 struct RowPairPart {
   static constexpr double at(int r, int k) {
-    const double x = Mat::at(r, k);
-    return (x != 0.0 && x == -Mat::at(r + 1, k)) == Odd ? x : 0.0;
+    return (pairing(Mat::at(r, k), Mat::at(r + 1, k)) == Pairing::Opposite) == Odd ? Mat::at(r, k) : 0.0;
   }
 };
 // Mat over the inputs y[k]: y[1 + 2q] = x[1 + 2q] + x[2 + 2q], y[2 + 2q] = their
@@ -146,11 +152,15 @@ struct PairedColumns {
   static constexpr double at(int r, int k) {
     if (k == 0 || k == A - 1) return Mat::at(r, k);
     const int first = k % 2 ? k : k - 1;
-    const double x = Mat::at(r, first), y = Mat::at(r, first + 1);
-    const bool opposite = x != 0.0 && x == -y;
-    return (k % 2 ? !opposite : opposite) ? x : 0.0;
+    const bool opposite = pairing(Mat::at(r, first), Mat::at(r, first + 1)) == Pairing::Opposite;
+    return (k % 2 ? !opposite : opposite) ? Mat::at(r, first) : 0.0;
   }
 };
+// The pairs F(4x4) and F(6x6) are built on, found.
+static_assert(Factoring<InputMatrix<4>, 6, 6>::row_pair(1) && Factoring<InputMatrix<4>, 6, 6>::row_pair(3));
+static_assert(Factoring<InputMatrix<6>, 8, 8>::row_pair(1) && Factoring<InputMatrix<6>, 8, 8>::row_pair(3) &&
+              Factoring<InputMatrix<6>, 8, 8>::row_pair(5));
+static_assert(Factoring<OutputMatrix<4>, 4, 6>::column_pairs() && Factoring<OutputMatrix<6>, 6, 8>::column_pairs());
 
 // out[J * OutStride] = sum_k Mat(J, k) x[k * Stride] for J < Rows: one 1-D transform.
 template <typename Mat, int Rows, int A, int Stride, int OutStride, int J = 0>
