@@ -30,7 +30,8 @@
 // Threads take whole blocks (each with its own V and M); with fewer blocks than threads
 // they split the output channels instead (each transforms the block's input itself).
 // The transforms are compiled against constexpr matrices: zeros cost nothing, +-1 no
-// multiplication; they run on 8 tiles of a tile row at a time, one per vector lane.
+// multiplication, and the points +-p share their sums (Factoring); they run on 8 tiles of
+// a tile row at a time, one per vector lane (NCHW), or on 8 channels of a tile.
 #include <omp.h>
 
 #include <algorithm>
@@ -202,8 +203,8 @@ GK_INLINE void left_multiply(const v8 (&in)[A][A], v8 (&out)[A][A]) {
 }
 
 // The same with `in` in memory, element (k, j) at p + k * k_stride + j * j_stride: a column
-// at a time straight into registers (a copy of the window or block on the stack first cost
-// 2-10% of F(4x4) and F(6x6) at 64 channels).
+// at a time straight into registers, as copying the window or block onto the stack first
+// costs 2-10% of F(4x4) and F(6x6) at 64 channels.
 template <typename Mat, int Rows, int A>
 GK_INLINE void left_multiply_from(const float* p, int64_t k_stride, int64_t j_stride, v8 (&out)[A][A]) {
 #pragma GCC unroll 8

@@ -76,15 +76,16 @@ bool direct_on_blocks_preferred(const Shape& s) {
          std::max(s8.icg, s8.ocg) <= kDirectOnBlocksMaxGroupChannels && direct_takes_whole_images(s8, /*wide=*/true);
 }
 
-// F(6x6) against F(4x4) (Zen 5, 1 thread, NCHW8, ms, F(4x4) / F(6x6); NCHW runs these
-// on NCHW8 copies): 64 channels at 112x112 2.10 / 1.87, 128 at 112x112 7.19 / 6.65, 64 at
-// 224x224 9.4 / 8.2; on AVX2's kernels 4.29 / 3.81, 13.4 / 12.9, 17.1 / 15.0. At 56x56 and
-// 28x28 (F(6x6)'s tiles overhang the image by 15%) either wins by up to 6%.
-constexpr int64_t kWinogradF63MinOutput = 112;
+// F(6x6) against F(4x4) (Zen 5, 1 thread, NCHW8, ms, F(4x4) / F(6x6)): 64 channels at
+// 112x112 2.10 / 1.87, 128 at 112x112 7.19 / 6.65, 64 at 224x224 9.4 / 8.2; on AVX2's
+// kernels 4.29 / 3.81, 13.4 / 12.9, 17.1 / 15.0; NCHW 3.15 / 2.77, NHWC 2.91 / 2.27 (64 at
+// 112x112). At 56x56 and 28x28 (F(6x6)'s tiles overhang the image by 15%) either wins by
+// up to 6%; under 64 channels it was not measured.
+constexpr int64_t kWinogradF63MinOutput = 112, kWinogradF63MinChannels = 64;
 // Not under GK_CONV_FLAG_HIGH_ACCURACY, which excludes F(6x6) and leaves F(2x2).
 bool auto_prefers_f63(const Shape& s) {
   return !(s.d.flags & GK_CONV_FLAG_HIGH_ACCURACY) && std::min(s.oh, s.ow) >= kWinogradF63MinOutput &&
-         std::min(s.d.in_channels, s.d.out_channels) >= 16;
+         std::min(s.d.in_channels, s.d.out_channels) >= kWinogradF63MinChannels;
 }
 
 std::string auto_reason_against(const Algorithm* a, const Shape& s) {
@@ -134,7 +135,7 @@ std::string auto_reason_against(const Algorithm* a, const Shape& s) {
     }
     case GK_CONV_ALGO_WINOGRAD_F63:
       if (auto_prefers_f63(s)) return "";
-      return "F(4x4) as fast or faster below 112x112 outputs (Fast-Run may still pick it)";
+      return "F(4x4) as fast or faster below 112x112 outputs or 64 channels (Fast-Run may still pick it)";
     default: return "";
   }
 }
