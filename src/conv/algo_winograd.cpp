@@ -90,13 +90,13 @@ GK_INLINE void add_term(v8& acc, bool& started, const v8& x) {
   }
 }
 
-// sum_k Mat(Row, k) * x[k * Stride].
-template <typename Mat, int Row, int Stride, int... K>
+// sum_k Mat(Row, k) * x[k].
+template <typename Mat, int Row, int... K>
 GK_INLINE v8 combine(const v8* x, std::integer_sequence<int, K...>) {
   v8 acc = {};
   bool started = false;
-  (add_term<Mat, Row, K, true>(acc, started, x[K * Stride]), ...);
-  (add_term<Mat, Row, K, false>(acc, started, x[K * Stride]), ...);
+  (add_term<Mat, Row, K, true>(acc, started, x[K]), ...);
+  (add_term<Mat, Row, K, false>(acc, started, x[K]), ...);
   return acc;
 }
 
@@ -163,43 +163,48 @@ static_assert(Factoring<InputMatrix<6>, 8, 8>::row_pair(1) && Factoring<InputMat
               Factoring<InputMatrix<6>, 8, 8>::row_pair(5));
 static_assert(Factoring<OutputMatrix<4>, 4, 6>::column_pairs() && Factoring<OutputMatrix<6>, 6, 8>::column_pairs());
 
-// out[J * OutStride] = sum_k Mat(J, k) x[k * Stride] for J < Rows: one 1-D transform.
-template <typename Mat, int Rows, int A, int Stride, int OutStride, int J = 0>
+// out[J] = sum_k Mat(J, k) x[k] for J < Rows: one 1-D transform.
+template <typename Mat, int Rows, int A, int J = 0>
 GK_INLINE void transform_rows(const v8* x, v8* out) {
   if constexpr (J < Rows) {
     using Seq = std::make_integer_sequence<int, A>;
     if constexpr (Factoring<Mat, Rows, A>::row_pair(J)) {
-      const v8 e = combine<RowPairPart<Mat, false>, J, Stride>(x, Seq{});
-      const v8 o = combine<RowPairPart<Mat, true>, J, Stride>(x, Seq{});
-      out[J * OutStride] = e + o;
-      out[(J + 1) * OutStride] = e - o;
-      transform_rows<Mat, Rows, A, Stride, OutStride, J + 2>(x, out);
+      const v8 e = combine<RowPairPart<Mat, false>, J>(x, Seq{});
+      const v8 o = combine<RowPairPart<Mat, true>, J>(x, Seq{});
+      out[J] = e + o;
+      out[J + 1] = e - o;
+      transform_rows<Mat, Rows, A, J + 2>(x, out);
     } else {
-      out[J * OutStride] = combine<Mat, J, Stride>(x, Seq{});
-      transform_rows<Mat, Rows, A, Stride, OutStride, J + 1>(x, out);
+      out[J] = combine<Mat, J>(x, Seq{});
+      transform_rows<Mat, Rows, A, J + 1>(x, out);
     }
   }
 }
-template <typename Mat, int Rows, int A, int Stride, int OutStride>
-GK_INLINE void transform_1d(const v8* x, v8* out) {
+template <typename Mat, int Rows, int A>
+GK_INLINE void transform_1d(const v8 (&x)[A], v8* out) {
   if constexpr (Factoring<Mat, Rows, A>::column_pairs()) {
     v8 y[A];
     y[0] = x[0];
-    y[A - 1] = x[(A - 1) * Stride];
+    y[A - 1] = x[A - 1];
     for (int k = 1; k + 1 < A - 1; k += 2) {
-      y[k] = x[k * Stride] + x[(k + 1) * Stride];
-      y[k + 1] = x[k * Stride] - x[(k + 1) * Stride];
+      y[k] = x[k] + x[k + 1];
+      y[k + 1] = x[k] - x[k + 1];
     }
-    transform_rows<PairedColumns<Mat, A>, Rows, A, 1, OutStride>(y, out);
+    transform_rows<PairedColumns<Mat, A>, Rows, A>(y, out);
   } else {
-    transform_rows<Mat, Rows, A, Stride, OutStride>(x, out);
+    transform_rows<Mat, Rows, A>(x, out);
   }
 }
 
 // out[i][j] = sum_k Mat(i, k) in[k][j] for rows i < Rows of Mat: Mat times the A x A `in`.
 template <typename Mat, int Rows, int A>
 GK_INLINE void left_multiply(const v8 (&in)[A][A], v8 (&out)[A][A]) {
-  for (int j = 0; j < A; ++j) transform_1d<Mat, Rows, A, A, A>(&in[0][j], &out[0][j]);
+  for (int j = 0; j < A; ++j) {
+    v8 column[A], r[Rows];
+    for (int k = 0; k < A; ++k) column[k] = in[k][j];
+    transform_1d<Mat, Rows, A>(column, r);
+    for (int i = 0; i < Rows; ++i) out[i][j] = r[i];
+  }
 }
 
 // The same with `in` in memory, element (k, j) at p + k * k_stride + j * j_stride: a column
@@ -212,7 +217,7 @@ GK_INLINE void left_multiply_from(const float* p, int64_t k_stride, int64_t j_st
     v8 column[A], r[Rows];
 #pragma GCC unroll 8
     for (int k = 0; k < A; ++k) column[k] = load8(p + k * k_stride + j * j_stride);
-    transform_1d<Mat, Rows, A, 1, 1>(column, r);
+    transform_1d<Mat, Rows, A>(column, r);
 #pragma GCC unroll 8
     for (int i = 0; i < Rows; ++i) out[i][j] = r[i];
   }
@@ -221,7 +226,7 @@ GK_INLINE void left_multiply_from(const float* p, int64_t k_stride, int64_t j_st
 // out[i][j] = sum_k Mat(j, k) in[i][k] for rows i < rows: `in` times Mat^T, columns j < Cols.
 template <typename Mat, int Cols, int A>
 GK_INLINE void right_multiply(const v8 (&in)[A][A], int rows, v8 (&out)[A][A]) {
-  for (int i = 0; i < rows; ++i) transform_1d<Mat, Cols, A, 1, 1>(&in[i][0], &out[i][0]);
+  for (int i = 0; i < rows; ++i) transform_1d<Mat, Cols, A>(in[i], out[i]);
 }
 
 // dst[j * stride] = sum_k Mat(j, k) in[k] for j < Cols (one row of `in` times Mat^T), as
@@ -229,7 +234,7 @@ GK_INLINE void right_multiply(const v8 (&in)[A][A], int rows, v8 (&out)[A][A]) {
 template <typename Mat, int Cols, int A>
 GK_INLINE void right_multiply_store(const v8 (&in)[A], float* dst, int64_t stride, int lanes) {
   v8 r[Cols];
-  transform_1d<Mat, Cols, A, 1, 1>(in, r);
+  transform_1d<Mat, Cols, A>(in, r);
   for (int j = 0; j < Cols; ++j) {
     if (lanes == 8) {
       store8(dst + j * stride, r[j]);
