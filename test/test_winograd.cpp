@@ -273,33 +273,6 @@ TEST(Winograd, HighAccuracyFlagExcludesLossyVariants) {
   }
 }
 
-// AUTO takes F(6x6) on outputs of 112x112 and larger with 64 channels or more, F(4x4)
-// elsewhere (auto_prefers_f63); F(2x2) under GK_CONV_FLAG_HIGH_ACCURACY.
-TEST(Winograd, AutoPicksF6x6OnLargeOutputs) {
-  struct Case {
-    int64_t channels, h, w;
-    const char* expected;
-  } const cases[] = {{64, 56, 56, "winograd_f43"},   {64, 111, 111, "winograd_f43"},  {64, 112, 112, "winograd_f63"},
-                     {64, 224, 224, "winograd_f63"}, {32, 112, 112, "winograd_f43"},  {64, 224, 100, "winograd_f43"},
-                     {64, 100, 224, "winograd_f43"}, {128, 112, 120, "winograd_f63"}};
-  for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8, GK_LAYOUT_NHWC})
-    for (const Case& c : cases) {
-      SCOPED_TRACE(std::to_string(c.channels) + " channels " + std::to_string(c.h) + "x" + std::to_string(c.w) +
-                   ", layout " + std::to_string(int(layout)));
-      const std::vector<float> w(size_t(c.channels * c.channels * 9), 0.01f);
-      gk_conv_desc d = desc3x3(1, c.channels, c.h, c.w, c.channels, 1);
-      d.layout = layout;
-      gk_conv_plan* plan = nullptr;
-      ASSERT_EQ(gk_conv_plan_create(&d, w.data(), nullptr, GK_CONV_ALGO_AUTO, &plan), GK_OK);
-      EXPECT_EQ(std::string(gk_conv_plan_algo_name(plan)).rfind(c.expected, 0), 0u) << gk_conv_plan_algo_name(plan);
-      gk_conv_plan_destroy(plan);
-      d.flags = GK_CONV_FLAG_HIGH_ACCURACY;
-      ASSERT_EQ(gk_conv_plan_create(&d, w.data(), nullptr, GK_CONV_ALGO_AUTO, &plan), GK_OK);
-      EXPECT_EQ(std::string(gk_conv_plan_algo_name(plan)).rfind("winograd_f23", 0), 0u) << gk_conv_plan_algo_name(plan);
-      gk_conv_plan_destroy(plan);
-    }
-}
-
 // The accuracy of each variant on every 3x3 stride-1 layer of the networks, inputs in
 // [0, 1) as after ReLU and He-initialised weights, 300 sampled outputs per layer. Under
 // emulation only the layers under 60 MFLOP run.

@@ -76,18 +76,6 @@ bool direct_on_blocks_preferred(const Shape& s) {
          std::max(s8.icg, s8.ocg) <= kDirectOnBlocksMaxGroupChannels && direct_takes_whole_images(s8, /*wide=*/true);
 }
 
-// F(6x6) against F(4x4) (Zen 5, 1 thread, NCHW8, ms, F(4x4) / F(6x6)): 64 channels at
-// 112x112 2.10 / 1.87, 128 at 112x112 7.19 / 6.65, 64 at 224x224 9.4 / 8.2; on AVX2's
-// kernels 4.29 / 3.81, 13.4 / 12.9, 17.1 / 15.0; NCHW 3.15 / 2.77, NHWC 2.91 / 2.27 (64 at
-// 112x112). At 56x56 and 28x28 (F(6x6)'s tiles overhang the image by 15%) either wins by
-// up to 6%; under 64 channels it was not measured.
-constexpr int64_t kWinogradF63MinOutput = 112, kWinogradF63MinChannels = 64;
-// Not under GK_CONV_FLAG_HIGH_ACCURACY, which excludes F(6x6) and leaves F(2x2).
-bool auto_prefers_f63(const Shape& s) {
-  return !(s.d.flags & GK_CONV_FLAG_HIGH_ACCURACY) && std::min(s.oh, s.ow) >= kWinogradF63MinOutput &&
-         std::min(s.d.in_channels, s.d.out_channels) >= kWinogradF63MinChannels;
-}
-
 std::string auto_reason_against(const Algorithm* a, const Shape& s) {
   switch (a->id()) {
     case GK_CONV_ALGO_GEMM_1X1:
@@ -130,12 +118,14 @@ std::string auto_reason_against(const Algorithm* a, const Shape& s) {
       const int64_t tiles = ((s.oh + m - 1) / m) * ((s.ow + m - 1) / m);
       if (std::min(s.d.in_channels, s.d.out_channels) < 16) return "too few channels for Winograd";
       if (tiles < 16) return "too few output tiles for Winograd";
-      if (auto_prefers_f63(s)) return "AUTO prefers F(6x6) on outputs this large";
       return "";
     }
+    // Alone and hot, F(6x6) beat F(4x4) on 112- and 224-wide layers (Zen 5, NCHW8, 64 ch
+    // 112x112 2.10 / 1.87 ms); in VGG-16's pass, weights and tensors cold, it did not
+    // (gk-infer --time-ops, 1 thread, medians of 5: 64 ch 224x224 7.80 / 7.94, 64 -> 128
+    // at 112x112 3.40 / 3.87, 128 at 112x112 6.11 / 6.20).
     case GK_CONV_ALGO_WINOGRAD_F63:
-      if (auto_prefers_f63(s)) return "";
-      return "F(4x4) as fast or faster below 112x112 outputs or 64 channels (Fast-Run may still pick it)";
+      return "F(4x4) as fast or faster on the layers measured (Fast-Run may still pick it)";
     default: return "";
   }
 }
