@@ -120,10 +120,10 @@ std::string auto_reason_against(const Algorithm* a, const Shape& s) {
       if (tiles < 16) return "too few output tiles for Winograd";
       return "";
     }
-    // Alone and hot, F(6x6) beat F(4x4) on 112- and 224-wide layers (Zen 5, NCHW8, 64 ch
-    // 112x112 2.10 / 1.87 ms); in VGG-16's pass, weights and tensors cold, it did not
-    // (gk-infer --time-ops, 1 thread, medians of 5: 64 ch 224x224 7.80 / 7.94, 64 -> 128
-    // at 112x112 3.40 / 3.87, 128 at 112x112 6.11 / 6.20).
+    // Alone and hot, F(6x6) beat F(4x4) on 112- and 224-wide layers (Zen 5, NCHW8, ms,
+    // F(4x4) / F(6x6): 64 ch 112x112 2.10 / 1.87); in VGG-16's pass, weights and tensors
+    // cold, it did not (gk-infer --time-ops, 1 thread, medians of 5: 64 ch 224x224 7.80 /
+    // 7.94, 64 -> 128 at 112x112 3.40 / 3.87, 128 at 112x112 6.11 / 6.20).
     case GK_CONV_ALGO_WINOGRAD_F63:
       return "F(4x4) as fast or faster on the layers measured (Fast-Run may still pick it)";
     default: return "";
