@@ -230,6 +230,35 @@ TEST(SgemmPrepacked, OnePackedOperandServesEveryNarrowSide) {
   gk_set_num_threads(0);
 }
 
+// A packed operand against every count of the other's columns (packed A) or rows (packed
+// B) that the few-column loops take, on every kernel: the narrow loop (the panels' rows or
+// columns as vectors, values in one or two chunks) and the rows loop (the values as
+// vectors: 15 and 16 columns on AVX-512's 14x32, 5 to 13 on AVX2's 4x24, 7 and 8 on 6x16),
+// the plain operand read in place and gathered (transposed, or padded to whole vectors),
+// panels in pairs and triples and a partial last one, K in several blocks, beta 0 over a
+// NaN C and 0.5, an epilogue, 1 and 2 threads.
+TEST(SgemmPrepacked, OnePackedOperandAgainstEveryFewCountOnEveryKernel) {
+  const std::vector<float> bias = gktest::random_vector(200, 21, -2.0f, 2.0f);
+  const gk_epilogue relu_row_bias{bias.data(), GK_BIAS_PER_ROW, GK_ACT_RELU};
+  int pick = 0;
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    for (int threads : {1, 2}) {
+      gk_set_num_threads(threads);
+      for (bool pack_a : {true, false})
+        for (int64_t few = 1; few <= 17; ++few) {
+          ++pick;
+          const int64_t wide = (pick % 2 ? 5 : 3) * (pack_a ? ker.mr : ker.nr) + pick % 4;
+          const int64_t k = gktest::quick() ? 300 : 1100;
+          const bool transposed = pick % 3 == 0;  // the plain operand's
+          check_compute({true, !pack_a && transposed, pack_a && transposed, pack_a ? wide : few, pack_a ? few : wide, k,
+                         pack_a, !pack_a, pick % 2 ? 0.0f : 0.5f, pick % 5 == 0 ? &relu_row_bias : nullptr});
+          if (::testing::Test::HasFailure()) return gk_set_num_threads(0);
+        }
+    }
+  });
+  gk_set_num_threads(0);
+}
+
 // Bias per row and per column and each activation, in both orders, on shapes the
 // different paths take (tiny, no-pack, packed driver, GEMV, few columns), unpacked and packed.
 TEST(SgemmPrepacked, EpilogueBiasAndActivationEverywhere) {

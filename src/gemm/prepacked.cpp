@@ -184,19 +184,112 @@ PanelTimesValues narrow_loop(const KernelInfo& ker, int64_t width, int* lanes) {
   return f[ceil_div(width, 8) - 1];
 }
 
+// ---- The other orientation, for packed A: each of C's W rows of a panel as vectors of the
+// small operand's values. Per K step, the row of S values is loaded as SV vectors and each
+// of the panel's W floats broadcast against them, so every lane computes a sum whenever S
+// fills the vectors, where the loop above leaves lanes idle on a W that does not (14 of 16
+// on AVX-512's 14x32, 4 of 8 on AVX2's 4x24). Row r of panel t sums at out + t *
+// out_stride + r * SV * lanes; the rows of values are SV * lanes floats, zero-padded.
+template <typename V, int W, int SV, int P>
+GK_INLINE void panels_rows_times_vectors(const float* panel, int64_t panel_stride, int64_t k, const float* x,
+                                         int64_t ldx, bool accumulate, float* out, int64_t out_stride) {
+  constexpr int kLanes = int(sizeof(V) / sizeof(float));
+  V acc[P][W][SV];
+#pragma GCC unroll 4
+  for (int t = 0; t < P; ++t)
+#pragma GCC unroll 16
+    for (int r = 0; r < W; ++r)
+#pragma GCC unroll 2
+      for (int v = 0; v < SV; ++v)
+        acc[t][r][v] = accumulate ? load_v<V>(out + t * out_stride + (r * SV + v) * kLanes) : V{};
+  for (int64_t p = 0; p < k; ++p) {
+    V xv[SV];
+#pragma GCC unroll 2
+    for (int v = 0; v < SV; ++v) xv[v] = load_v<V>(x + p * ldx + v * kLanes);
+#pragma GCC unroll 4
+    for (int t = 0; t < P; ++t)
+#pragma GCC unroll 16
+      for (int r = 0; r < W; ++r) {
+        const float a = panel[t * panel_stride + p * W + r];
+#pragma GCC unroll 2
+        for (int v = 0; v < SV; ++v) acc[t][r][v] += a * xv[v];
+      }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < P; ++t) std::memcpy(out + t * out_stride, acc[t], sizeof acc[t]);
+}
+
+// On P panels side by side when `avail` has them (returned: the panels done), else one.
+// Its signature is PanelTimesValues' (s and width are the template's).
+template <typename V, int W, int SV, int P>
+GK_INLINE int panels_rows_any(int, int64_t avail, const float* panel, int64_t panel_stride, int64_t, int64_t k,
+                              const float* x, int64_t ldx, bool accumulate, float* out, int64_t out_stride) {
+  if (P > 1 && avail >= P) {
+    panels_rows_times_vectors<V, W, SV, P>(panel, panel_stride, k, x, ldx, accumulate, out, out_stride);
+    return P;
+  }
+  panels_rows_times_vectors<V, W, SV, 1>(panel, panel_stride, k, x, ldx, accumulate, out, out_stride);
+  return 1;
+}
+
+#if defined(__x86_64__)
+// P: as many rows of sums as the registers hold beside the values (32 zmm, 16 ymm).
+#define GK_ROWS_VARIANT(suffix, target_attr, vec, w, sv, p)                                                      \
+  target_attr int panel_rows_##suffix(int s, int64_t avail, const float* panel, int64_t panel_stride,           \
+                                      int64_t width, int64_t k, const float* x, int64_t ldx, bool acc,          \
+                                      float* out, int64_t out_stride) {                                        \
+    return panels_rows_any<vec, w, sv, p>(s, avail, panel, panel_stride, width, k, x, ldx, acc, out, out_stride); \
+  }
+GK_ROWS_VARIANT(avx512_14x1, __attribute__((target("avx512f,avx2,fma"))), v16, 14, 1, 2)
+GK_ROWS_VARIANT(avx2_4x1, __attribute__((target("avx2,fma"))), v8, 4, 1, 3)
+GK_ROWS_VARIANT(avx2_4x2, __attribute__((target("avx2,fma"))), v8, 4, 2, 1)
+GK_ROWS_VARIANT(avx2_6x1, __attribute__((target("avx2,fma"))), v8, 6, 1, 2)
+#endif
+
+// The rows loop for `small` values against W-row packed A panels when it keeps more lanes
+// busy than the narrow loop (nullptr otherwise), with its vectors' floats per row of values.
+PanelTimesValues rows_loop(const KernelInfo& ker, int64_t small, int64_t* row_floats) {
+  (void)ker, (void)small, (void)row_floats;
+#if defined(__x86_64__)
+  const int lanes = ker.simd == SimdLevel::Avx512 ? 16 : ker.simd == SimdLevel::Avx2 ? 8 : 0;
+  if (!lanes) return nullptr;
+  const int64_t vectors = ceil_div(small, lanes), w = ker.mr;
+  // Busy lanes: small / (vectors * lanes) here against w / (ceil(w / lanes) * lanes) there.
+  if (small * ceil_div(w, lanes) <= w * vectors) return nullptr;
+  *row_floats = vectors * lanes;
+  if (lanes == 16 && w == 14 && vectors == 1) return panel_rows_avx512_14x1;
+  if (lanes == 8 && w == 4) return vectors == 1 ? panel_rows_avx2_4x1 : vectors == 2 ? panel_rows_avx2_4x2 : nullptr;
+  if (lanes == 8 && w == 6 && vectors == 1) return panel_rows_avx2_6x1;
+#endif
+  return nullptr;
+}
+
 // Up to this many columns (rows) against packed A (B) panels, the narrow loop rather than
 // the driver. See narrow_serves().
 constexpr int64_t kNarrowMaxColumns = 16;
 constexpr int64_t kNarrowKBlock = 256;
 
+// The values the narrow loop takes at once on panels of `vectors` vectors: as many as keep
+// its sums in 16 vector registers, in chunks of equal size.
+int64_t narrow_chunk(int64_t small, int64_t vectors) {
+  const int64_t most = std::max<int64_t>(1, kNarrowMaxS / vectors);
+  return ceil_div(small, ceil_div(small, most));
+}
+
 // A packed operand's panels of width W against `small` <= kNarrowMaxColumns columns (A side)
 // or rows (B side) of a plain operand: whether the narrow loop takes it. The driver's
 // kernel computes NR (MR) of them at once whatever their number, the narrow loop only those
-// there are; from about half the kernel's tile the driver is as fast.
+// there are. A side: from about half the kernel's NR the driver is as fast. B side: while
+// the narrow loop takes them in at most two chunks (each streams the panel again), against
+// packed B as a column-major call's packed A: 1024x16x1024, 1 thread, ms, driver against
+// narrow: AVX-512 0.47 / 0.20, 12 columns 0.31 / 0.17; AVX2 6x16 at 12 0.40 / 0.36, at 16
+// 0.53 / 0.53; AVX2 4x24 (5 a chunk) at 12 0.42 / 0.41, at 16 0.47 / 0.61.
 bool narrow_serves(const KernelInfo& ker, int64_t small, bool a_side) {
   int lanes = 0;
-  if (!narrow_loop(ker, a_side ? ker.mr : ker.nr, &lanes)) return false;
-  return small <= std::min<int64_t>(kNarrowMaxColumns, (a_side ? ker.nr : ker.mr) / 2 + 1);
+  const int64_t width = a_side ? ker.mr : ker.nr;
+  if (!narrow_loop(ker, width, &lanes) || small > kNarrowMaxColumns) return false;
+  if (a_side) return small <= ker.nr / 2 + 1;
+  return ceil_div(small, kNarrowMaxS / ceil_div(width, lanes)) <= 2;
 }
 
 // C (m x n, row stride rs_c) = act(alpha A B + beta C + bias) with one operand packed and
@@ -206,20 +299,26 @@ bool gemm_narrow(int64_t m, int64_t n, int64_t k, float alpha, const float* pane
                  const MatrixView& plain, float beta, float* c, int64_t rs_c, const Epilogue& e) {
   const KernelInfo& ker = *active_config().kernel;
   const int64_t width = a_side ? ker.mr : ker.nr;
-  int lanes = 0;
-  const PanelTimesValues loop = narrow_loop(ker, width, &lanes);
   const int64_t small = a_side ? n : m, wide = a_side ? m : n;
-  // The small operand as k rows of `small` floats: B (k x n) as it is when its rows are
-  // contiguous, else gathered; A (m x k) transposed.
+  int lanes = 0;
+  int64_t row_floats = 0;  // the rows loop's: values per padded row, sums per row of C
+  const PanelTimesValues rows = a_side ? rows_loop(ker, small, &row_floats) : nullptr;
+  const PanelTimesValues loop = rows ? rows : narrow_loop(ker, width, &lanes);
+  // The small operand as k rows of `small` floats (the rows loop's padded to row_floats):
+  // B (k x n) as it is when its rows are contiguous and need no padding, else gathered;
+  // A (m x k) transposed.
+  const int64_t padded = rows ? row_floats : small;
   const float* x = nullptr;
-  int64_t ldx = small;
-  if (a_side && plain.cs == 1) {
+  int64_t ldx = padded;
+  if (a_side && plain.cs == 1 && padded == small) {
     x = plain.p, ldx = plain.rs;
   } else {
-    float* g = scratch(ScratchSlot::Edge, k * small);
-    if (!g) return workspace_unavailable("the narrow operand", k * small);
-    for (int64_t p = 0; p < k; ++p)
-      for (int64_t s = 0; s < small; ++s) g[p * small + s] = a_side ? plain.at(p, s) : plain.at(s, p);
+    float* g = scratch(ScratchSlot::Edge, k * padded);
+    if (!g) return workspace_unavailable("the narrow operand", k * padded);
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t s = 0; s < small; ++s) g[p * padded + s] = a_side ? plain.at(p, s) : plain.at(s, p);
+      std::fill(g + p * padded + small, g + (p + 1) * padded, 0.0f);
+    }
     x = g;
   }
   const int64_t count = ceil_div(wide, width);
@@ -228,9 +327,12 @@ bool gemm_narrow(int64_t m, int64_t n, int64_t k, float alpha, const float* pane
   // K in blocks whose rows of the small operand stay in L1 (kNarrowKBlock rows of at most a
   // cache line or two) while every panel of the thread runs through them: without them
   // each panel read all of it again from L2 (1024 x 16 x 1024: 0.33 ms, blocked 0.2x ms).
-  // The sums of each panel wait in a buffer of the thread's between blocks.
-  const int64_t chunks = ceil_div(small, kNarrowMaxS), stride = ceil_div(width, lanes) * lanes;
-  const int64_t per_panel = chunks * kNarrowMaxS * stride;
+  // The sums of each panel wait in a buffer of the thread's between blocks: (s, w) at
+  // out[s * stride + w] from the narrow loop, out[w * row_floats + s] from the rows loop.
+  // The narrow loop takes the values in chunks whose sums fit in registers (16 vectors).
+  const int64_t vectors = rows ? 0 : ceil_div(width, lanes), stride = vectors * lanes;
+  const int64_t s_step = rows ? small : narrow_chunk(small, vectors);
+  const int64_t per_panel = rows ? width * row_floats : small * stride;
   const int64_t k_block = std::max<int64_t>(kNarrowKBlock, kNarrowKBlock * 16 / small);  // 16 KiB of values
   const ThreadParts sums = thread_parts(ScratchSlot::PackedB, threads, ceil_div(count, threads) * per_panel);
   if (!sums.parts) return workspace_unavailable("the narrow sums", threads * ceil_div(count, threads) * per_panel);
@@ -238,15 +340,27 @@ bool gemm_narrow(int64_t m, int64_t n, int64_t k, float alpha, const float* pane
     const Range mine = share(count, omp_get_thread_num(), omp_get_num_threads(), 1, count);
     float* part = sums.part(omp_get_thread_num());
     for_each_balanced_block(k, k_block, 1, [&](int64_t k0, int64_t kc) {
-      for (int64_t s0 = 0, chunk = 0; s0 < small; s0 += kNarrowMaxS, ++chunk)
+      for (int64_t s0 = 0; s0 < small; s0 += s_step)
         for (int64_t q = mine.begin; q < mine.end;)
-          q += loop(int(std::min<int64_t>(kNarrowMaxS, small - s0)), mine.end - q, panels + q * k * width + k0 * width,
+          q += loop(int(std::min<int64_t>(s_step, small - s0)), mine.end - q, panels + q * k * width + k0 * width,
                     k * width, width, kc, x + k0 * ldx + s0, ldx, k0 > 0,
-                    part + (q - mine.begin) * per_panel + chunk * kNarrowMaxS * stride, per_panel);
+                    part + (q - mine.begin) * per_panel + s0 * stride, per_panel);
     });
     for (int64_t q = mine.begin; q < mine.end; ++q) {
       const int64_t w0 = q * width, wn = std::min(width, wide - w0);
-      const float* out = part + (q - mine.begin) * per_panel;  // sum (s, w) at out[s * stride + w]
+      const float* out = part + (q - mine.begin) * per_panel;
+      if (rows) {  // C's rows w0.. from rows of sums, then the epilogue on them
+        for (int64_t w = 0; w < wn; ++w) {
+          float* c_row = c + (w0 + w) * rs_c;
+          const float* sum = out + w * row_floats;
+          if (beta == 0.0f)
+            for (int64_t s = 0; s < small; ++s) c_row[s] = alpha * sum[s];
+          else
+            for (int64_t s = 0; s < small; ++s) c_row[s] = alpha * sum[s] + beta * c_row[s];
+        }
+        if (e.active()) apply_epilogue(e, c + w0 * rs_c, rs_c, wn, small, w0, 0);
+        continue;
+      }
       for (int64_t s = 0; s < small; ++s)
         for (int64_t w = 0; w < wn; ++w) {
           const int64_t i = a_side ? w0 + w : s, j = a_side ? s : w0 + w;
