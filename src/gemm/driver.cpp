@@ -158,10 +158,22 @@ bool gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
     for_each_balanced_block(p.k, cfg.kc, 1, [&](int64_t pc, int64_t kc) {
       const bool last_k = pc + kc == p.k;
       const float beta = pc == 0 ? p.beta : 1.0f;
+      const int64_t in_place_from = cfg.paths.b_in_place_min_panel_bytes;
+      const bool reads_b_in_place = in_place_from > 0 && kc * nr * int64_t(sizeof(float)) >= in_place_from;
       if (mine.begin < mine.end) a_panels = pack_a_block(p, mr, 0, mc, pc, kc, a_block);
       for (int64_t q = mine.begin; q < mine.end;) {
         const int64_t run = pass_length(q);
         const ColumnPanel first = panels[q];
+        int64_t rs_in_place = 0;
+        const float* in_place = reads_b_in_place && first.cols == nr ? p.b->rows_in_place(pc, first.j, &rs_in_place)
+                                                                     : nullptr;
+        if (in_place) {  // the kernel reads the panel from B; the next one prefetched as packing would
+          PrefetchTarget next_pass;
+          if (q + 1 < mine.end) next_pass = {pc, kc, panels[q + 1].j, panels[q + 1].cols};
+          run_panel_column(p, ker, 0, mc, first.j, nr, kc, beta, last_k, a_panels, in_place, next_pass, rs_in_place);
+          ++q;
+          continue;
+        }
         if (run > 1) {
           p.b->pack_panels(pc, kc, first.j, run * nr, nr, b_panels);
         } else {

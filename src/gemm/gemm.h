@@ -62,6 +62,12 @@ class BPacker {
   // The panels of columns [j0, j0 + cols), nr at a time (panel q at dst + q * kc * nr). By
   // default one pack_panel() after another.
   virtual void pack_panels(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr, float* dst) const;
+  // Row k0's first element of columns [j0, ...) where the source's rows are contiguous (a
+  // kernel can read them in place, rs_b apart), else nullptr.
+  virtual const float* rows_in_place(int64_t k0, int64_t j0, int64_t* rs_b) const {
+    (void)k0, (void)j0, (void)rs_b;
+    return nullptr;
+  }
 };
 
 // A plain strided A matrix, packed on the fly.
@@ -106,6 +112,11 @@ class PlainB final : public BPacker {
                   float* dst) const override;
   void prefetch(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int64_t part, int64_t parts) const override;
   void pack_panels(int64_t k0, int64_t kc, int64_t j0, int64_t cols, int nr, float* dst) const override;
+  const float* rows_in_place(int64_t k0, int64_t j0, int64_t* rs_b) const override {
+    if (b_.cs != 1) return nullptr;
+    *rs_b = b_.rs;
+    return &b_.at(k0, j0);
+  }
   const MatrixView& view() const { return b_; }
 
  private:
@@ -162,6 +173,7 @@ struct PathLimits {
   bool in_place_a_kernels = false;    // pointwise kernels that can read A in place
   int64_t in_place_a_min_columns = 0; // below, the packed path wins (AVX-512's 8-wide kernel)
   int64_t in_place_a_max_staged = 0;  // floats of the staged C'
+  int64_t b_in_place_min_panel_bytes = 0;  // B per panel: rows read in place from this panel size (0: never)
 };
 PathLimits path_limits(const KernelInfo& kernel);
 
