@@ -280,15 +280,16 @@ int64_t narrow_chunk(int64_t small, int64_t vectors) {
 // or rows (B side) of a plain operand: whether the narrow loop takes it. The driver's
 // kernel computes NR (MR) of them at once whatever their number, the narrow loop only those
 // there are. A side: from about half the kernel's NR the driver is as fast. B side: while
-// the narrow loop takes them in at most two chunks (each streams the panel again), against
-// packed B as a column-major call's packed A: 1024x16x1024, 1 thread, ms, driver against
-// narrow: AVX-512 0.47 / 0.20, 12 columns 0.31 / 0.17; AVX2 6x16 at 12 0.40 / 0.36, at 16
-// 0.53 / 0.53; AVX2 4x24 (5 a chunk) at 12 0.42 / 0.41, at 16 0.47 / 0.61.
+// the narrow loop takes the rows in at most two chunks (each streams the panel again).
+// Column-major 1024 x N x 1024 with A packed (internally N rows against packed B), 1
+// thread, ms, driver / narrow: AVX-512 N 16 0.47 / 0.20, N 12 0.31 / 0.17; AVX2 6x16 N 12
+// 0.40 / 0.36, N 16 0.53 / 0.53; AVX2 4x24 (5 rows a chunk) N 12 0.42 / 0.41, N 16 0.47 / 0.61.
 bool narrow_serves(const KernelInfo& ker, int64_t small, bool a_side) {
   int lanes = 0;
   const int64_t width = a_side ? ker.mr : ker.nr;
   if (!narrow_loop(ker, width, &lanes) || small > kNarrowMaxColumns) return false;
-  if (a_side) return small <= ker.nr / 2 + 1;
+  // (The baseline code's vectors take two registers each: its sums would not fit.)
+  if (a_side || ker.simd == SimdLevel::Baseline) return small <= (a_side ? ker.nr : ker.mr) / 2 + 1;
   return ceil_div(small, kNarrowMaxS / ceil_div(width, lanes)) <= 2;
 }
 
