@@ -78,6 +78,18 @@ GK_INLINE V load_v(const float* p) {
   return v;
 }
 
+// The sums of P panels, R x C vectors each, from out + t * out_stride (accumulate) or zero.
+template <typename V, int P, int R, int C>
+GK_INLINE void start_sums(V (&acc)[P][R][C], const float* out, int64_t out_stride, bool accumulate) {
+  constexpr int kLanes = int(sizeof(V) / sizeof(float));
+#pragma GCC unroll 4
+  for (int t = 0; t < P; ++t)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) acc[t][r][c] = accumulate ? load_v<V>(out + t * out_stride + (r * C + c) * kLanes) : V{};
+}
+
 // For each of P panels side by side (panel t at panel + t * panel_stride, its sums at
 // out + t * out_stride): acc[s][w] = sum over K of panel[p][w * lanes + ...] * x[p * ldx +
 // s], for s < S and WV vectors of lanes; a panel's K steps `width` floats apart (vectors
@@ -90,13 +102,7 @@ GK_INLINE void panels_times_values(const float* panel, int64_t panel_stride, int
   // Unrolled, so that the sums stay in registers (a loop over S kept them in memory: 1024 x
   // 8 x 1024 ran 4x below the FMA rate).
   V acc[P][S][WV];
-#pragma GCC unroll 4
-  for (int t = 0; t < P; ++t)
-#pragma GCC unroll 16
-    for (int s = 0; s < S; ++s)
-#pragma GCC unroll 4
-      for (int w = 0; w < WV; ++w)
-        acc[t][s][w] = accumulate ? load_v<V>(out + t * out_stride + (s * WV + w) * kLanes) : V{};
+  start_sums(acc, out, out_stride, accumulate);
   for (int64_t p = 0; p < k; ++p) {
 #pragma GCC unroll 4
     for (int t = 0; t < P; ++t) {
@@ -195,13 +201,7 @@ GK_INLINE void panels_rows_times_vectors(const float* panel, int64_t panel_strid
                                          int64_t ldx, bool accumulate, float* out, int64_t out_stride) {
   constexpr int kLanes = int(sizeof(V) / sizeof(float));
   V acc[P][W][SV];
-#pragma GCC unroll 4
-  for (int t = 0; t < P; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < W; ++r)
-#pragma GCC unroll 2
-      for (int v = 0; v < SV; ++v)
-        acc[t][r][v] = accumulate ? load_v<V>(out + t * out_stride + (r * SV + v) * kLanes) : V{};
+  start_sums(acc, out, out_stride, accumulate);
   for (int64_t p = 0; p < k; ++p) {
     V xv[SV];
 #pragma GCC unroll 2
