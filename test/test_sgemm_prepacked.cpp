@@ -240,6 +240,7 @@ TEST(SgemmPrepacked, OnePackedOperandServesEveryNarrowSide) {
 TEST(SgemmPrepacked, OnePackedOperandAgainstEveryFewCountOnEveryKernel) {
   const std::vector<float> bias = gktest::random_vector(200, 21, -2.0f, 2.0f);
   const gk_epilogue relu_row_bias{bias.data(), GK_BIAS_PER_ROW, GK_ACT_RELU};
+  const gk_epilogue relu6_column_bias{bias.data(), GK_BIAS_PER_COLUMN, GK_ACT_RELU6};
   int pick = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
     for (int threads : {1, 2}) {
@@ -250,8 +251,35 @@ TEST(SgemmPrepacked, OnePackedOperandAgainstEveryFewCountOnEveryKernel) {
           const int64_t wide = (pick % 2 ? 5 : 3) * (pack_a ? ker.mr : ker.nr) + pick % 4;
           const int64_t k = gktest::quick() ? 300 : 1100;
           const bool transposed = pick % 3 == 0;  // the plain operand's
+          const gk_epilogue* e = pick % 5 == 0 ? &relu_row_bias : pick % 5 == 2 ? &relu6_column_bias : nullptr;
           check_compute({true, !pack_a && transposed, pack_a && transposed, pack_a ? wide : few, pack_a ? few : wide, k,
-                         pack_a, !pack_a, pick % 2 ? 0.0f : 0.5f, pick % 5 == 0 ? &relu_row_bias : nullptr});
+                         pack_a, !pack_a, pick % 2 ? 0.0f : 0.5f, e});
+          if (::testing::Test::HasFailure()) return gk_set_num_threads(0);
+        }
+    }
+  });
+  gk_set_num_threads(0);
+}
+
+// The per-panel driver (M within one MC block) with B's rows contiguous, which it reads in
+// place where the kernel's panel is large (AVX-512's and 6x16's): full panels and a
+// partial last one, K in two blocks (the second accumulating), unpacked and with A packed,
+// a transposed B (packed as before), beta 0 over a NaN C and 0.5, an epilogue, 1 and 2
+// threads, every kernel.
+TEST(SgemmPrepacked, PerPanelDriverWithBsRowsInPlaceOnEveryKernel) {
+  const std::vector<float> bias = gktest::random_vector(400, 22, -2.0f, 2.0f);
+  const gk_epilogue relu6_column_bias{bias.data(), GK_BIAS_PER_COLUMN, GK_ACT_RELU6};
+  int pick = 0;
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    const gk::KernelConfig& cfg = gk::active_config();
+    for (int threads : {1, 2}) {
+      gk_set_num_threads(threads);
+      for (bool tb : {false, true})
+        for (bool pack_a : {false, true}) {
+          ++pick;
+          const int64_t m = pick % 2 ? 2 * ker.mr + 3 : 64, n = 3 * ker.nr + 5, k = 2 * cfg.kc + 1;
+          check_compute({true, false, tb, m, n, k, pack_a, false, pick % 2 ? 0.0f : 0.5f,
+                         pick % 3 == 0 ? &relu6_column_bias : nullptr});
           if (::testing::Test::HasFailure()) return gk_set_num_threads(0);
         }
     }

@@ -29,13 +29,13 @@ PathLimits path_limits(const KernelInfo& kernel) {
   l.small_max_k = 1024;
   // The per-panel driver's kernel reads B's rows in place (rs_b apart) where its packed
   // panel would not stay in L1 anyway, and a row of the panel is whole cache lines when B's
-  // rows are aligned (AVX-512's 32 columns; not AVX2 4x24's 24, which straddle lines).
-  // Packing then saves nothing: the panel comes from L2 for each A panel either way. Same
-  // process, 1 thread, AVX-512 14x32, ms, packed / in place: 64x3136x576 1.43 / 1.22,
-  // 16x1000x512 0.20 / 0.16, 24x4000x4000 10.5 / 7.0-8.4, 128x784x1152 1.33 / 1.26,
+  // rows are aligned (AVX-512 14x32's 32 columns, AVX2 6x16's 16; not 4x24's 24, which
+  // straddle lines). Packing then saves nothing: the panel comes from L2 for each A panel
+  // either way. Same process, 1 thread, ms, packed / in place: 14x32 64x3136x576 1.43 /
+  // 1.22, 16x1000x512 0.20 / 0.16, 24x4000x4000 10.5 / 7.0-8.4, 128x784x1152 1.33 / 1.26,
   // 224x1000x1000 2.29-2.43 / 2.19-2.21; K 32 and 64, panels within L1, 96x12544x32 0.45 /
-  // 0.48, 48x12544x64 0.53 / 0.51. AVX2 4x24: 64x3136x576 2.34 / 2.40-2.45, 48x12544x64
-  // 0.80-0.95 / 1.03-1.05.
+  // 0.48, 48x12544x64 0.53 / 0.51. 6x16: 24x4000x4000 14.0 / 12.3-12.6, 64x3136x576 and
+  // 128x784x1152 even. 4x24: 64x3136x576 2.34 / 2.40-2.45, 48x12544x64 0.80-0.95 / 1.03-1.05.
   l.b_in_place_min_panel_bytes = kernel.nr * sizeof(float) % 64 == 0 ? c.l1d / 2 : 0;
   // Up to 24 columns (one block wide) at any M, with B small enough to stay near (in half
   // of L2) while every 4-row block reads all of it: packing A there costs about what the

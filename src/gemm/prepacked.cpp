@@ -269,11 +269,16 @@ PanelTimesValues rows_loop(const KernelInfo& ker, int64_t small, int64_t* row_fl
 constexpr int64_t kNarrowMaxColumns = 16;
 constexpr int64_t kNarrowKBlock = 256;
 
-// The values the narrow loop takes at once on panels of `vectors` vectors: as many as keep
-// its sums in 16 vector registers, in chunks of equal size.
-int64_t narrow_chunk(int64_t small, int64_t vectors) {
-  const int64_t most = std::max<int64_t>(1, kNarrowMaxS / vectors);
-  return ceil_div(small, ceil_div(small, most));
+// The most values the narrow loop takes at once on panels of `vectors` vectors of `lanes`:
+// sums in half of AVX-512's 32 registers, or 12 of AVX2's 16 (the panel's vectors and a
+// broadcast need the rest).
+int64_t narrow_chunk_max(int64_t vectors, int lanes) {
+  return std::max<int64_t>(1, (lanes == 16 ? kNarrowMaxS : 12) / vectors);
+}
+
+// The values of one chunk: at most narrow_chunk_max, in chunks of equal size.
+int64_t narrow_chunk(int64_t small, int64_t vectors, int lanes) {
+  return ceil_div(small, ceil_div(small, narrow_chunk_max(vectors, lanes)));
 }
 
 // A packed operand's panels of width W against `small` <= kNarrowMaxColumns columns (A side)
@@ -290,7 +295,7 @@ bool narrow_serves(const KernelInfo& ker, int64_t small, bool a_side) {
   if (!narrow_loop(ker, width, &lanes) || small > kNarrowMaxColumns) return false;
   // (The baseline code's vectors take two registers each: its sums would not fit.)
   if (a_side || ker.simd == SimdLevel::Baseline) return small <= (a_side ? ker.nr : ker.mr) / 2 + 1;
-  return ceil_div(small, kNarrowMaxS / ceil_div(width, lanes)) <= 2;
+  return ceil_div(small, narrow_chunk_max(ceil_div(width, lanes), lanes)) <= 2;
 }
 
 // C (m x n, row stride rs_c) = act(alpha A B + beta C + bias) with one operand packed and
@@ -330,9 +335,9 @@ bool gemm_narrow(int64_t m, int64_t n, int64_t k, float alpha, const float* pane
   // each panel read all of it again from L2 (1024 x 16 x 1024: 0.33 ms, blocked 0.2x ms).
   // The sums of each panel wait in a buffer of the thread's between blocks: (s, w) at
   // out[s * stride + w] from the narrow loop, out[w * row_floats + s] from the rows loop.
-  // The narrow loop takes the values in chunks whose sums fit in registers (16 vectors).
+  // The narrow loop takes the values in chunks whose sums fit in registers.
   const int64_t vectors = rows ? 0 : ceil_div(width, lanes), stride = vectors * lanes;
-  const int64_t s_step = rows ? small : narrow_chunk(small, vectors);
+  const int64_t s_step = rows ? small : narrow_chunk(small, vectors, lanes);
   const int64_t per_panel = rows ? width * row_floats : small * stride;
   const int64_t k_block = std::max<int64_t>(kNarrowKBlock, kNarrowKBlock * 16 / small);  // 16 KiB of values
   const ThreadParts sums = thread_parts(ScratchSlot::PackedB, threads, ceil_div(count, threads) * per_panel);
