@@ -614,6 +614,36 @@ TEST(Sgemm, NarrowProductsManyRowsAnyThreads) {
   gk_set_num_threads(0);
 }
 
+// Few rows of C against B's rows in place (the few-rows-b-in-place path): every row count
+// to 17, row-major (B's rows) and column-major (op(A)^T's rows: a layer on a few tokens),
+// whole panels and a partial last one (packed), K past one block, 1 and 2 threads, alpha
+// and beta cases, sgemm_ too; on each x86-64 SIMD kernel the path must run somewhere.
+TEST(Sgemm, FewRowsAgainstBsRowsInPlaceEveryCount) {
+  int pick = 0;
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    int in_place = 0;
+    for (int threads : {1, 2}) {
+      gk_set_num_threads(threads);
+      for (int64_t rows = 1; rows <= 17; ++rows) {
+        ++pick;
+        const int64_t wide = (pick % 2 ? 3 : 12) * ker.nr + (pick % 3 ? 5 : 0), k = gktest::quick() ? 300 : 700;
+        Case c{rows, wide, k, true, pick % 4 == 1, false, kAlphas[pick % 3], kBetas[pick % 3], int64_t(pick % 5 == 0 ? 3 : 0)};
+        if (pick % 2 == 0) {  // column-major: the row-stored problem's rows are C's columns
+          c.row_major = false;
+          std::swap(c.m, c.n);
+          c.ta = false, c.tb = pick % 4 == 0;
+        }
+        ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 3 == 0)) << describe(c);
+        in_place += gk::last_gemm_path() == gk::GemmPath::FewRowsBInPlace;
+      }
+    }
+    if (kHasTinyBlocks && ker.simd != gk::SimdLevel::Baseline) {
+      EXPECT_GT(in_place, 0) << ker.name << ": the few-rows-b-in-place path never ran";
+    }
+  });
+  gk_set_num_threads(0);
+}
+
 // The tiny path loads B's rows and C's through a lane mask: nothing past an operand is
 // read or written. Each operand ends where a PROT_NONE page begins, so a stray access
 // faults (the sanitizers do not see masked vector loads).

@@ -381,7 +381,8 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
 // it is what ran when the chosen path could not have its buffers; QuickReturn, a call with
 // nothing to multiply (m or n 0, alpha 0 or k 0: C = beta C).
 enum class GemmPath {
-  GemvColumns, GemvRows, Tiny, Small, InPlaceA, TinyNarrow, PackedPerPanel, PackedSharedB, NoHeap, QuickReturn
+  GemvColumns, GemvRows, Tiny, Small, InPlaceA, TinyNarrow, FewRowsBInPlace, PackedPerPanel, PackedSharedB, NoHeap,
+  QuickReturn
 };
 struct GemmPathChoice {
   GemmPath path;
@@ -394,6 +395,15 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
 // compute, whose B comes packed and whose A may still be read in place.
 bool in_place_a_serves(const PathLimits& limits, const GemmProblem& p, const MatrixView& a);
 const char* path_name(GemmPath path);
+
+// At most 16 rows of C (where the narrow loop takes them in two chunks) against B's own
+// rows, contiguous, as NR-wide panels ldb apart per K step: the narrow loop of a packed B
+// (src/gemm/prepacked.cpp), with only B's last, partial panel packed. The driver's MR x NR
+// tile would run 16 rows as 14 + 2 on AVX-512.
+bool few_rows_b_in_place_serves(const KernelInfo& ker, int64_t m, int64_t n, const MatrixView& b);
+// false when its buffers cannot be had (nothing written).
+bool gemm_few_rows_b_in_place(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
+                              float beta, float* c, int64_t rs_c, const Epilogue& e);
 // The path the calling thread's last sgemm_rowstored ran (tests assert it).
 GemmPath last_gemm_path();
 

@@ -229,6 +229,8 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
     return {GemmPath::InPlaceA, threads, "few columns, long contiguous rows of A: the pointwise kernels read A in place"};
   if (l.tiny_blocks && n <= l.narrow_max_columns && k * n * static_cast<int64_t>(sizeof(float)) <= l.narrow_max_b_bytes)
     return {GemmPath::TinyNarrow, threads, "at most 24 columns with B in half of L2: A read in place, nothing packed"};
+  if (few_rows_b_in_place_serves(*cfg.kernel, m, n, b))
+    return {GemmPath::FewRowsBInPlace, threads, "at most 16 rows of C, B's rows contiguous: B's panels read in place"};
   if (packs_b_per_panel(p, cfg))
     return {GemmPath::PackedPerPanel, threads, "M within one MC block: B packed one panel at a time"};
   return {GemmPath::PackedSharedB, threads, "M past one MC block: B packed once into a shared block"};
@@ -242,6 +244,7 @@ const char* path_name(GemmPath path) {
     case GemmPath::Small: return "small";
     case GemmPath::InPlaceA: return "in-place-a";
     case GemmPath::TinyNarrow: return "tiny-narrow";
+    case GemmPath::FewRowsBInPlace: return "few-rows-b-in-place";
     case GemmPath::PackedPerPanel: return "packed-per-panel";
     case GemmPath::PackedSharedB: return "packed-shared-b";
     case GemmPath::NoHeap: return "no-heap";

@@ -37,6 +37,8 @@ bool run_path(const GemmPathChoice& choice, const GemmProblem& p, const MatrixVi
       return gemm_small(p, a, b, cfg);
     case GemmPath::InPlaceA:
       return gemm_in_place_a(p, a, cfg, choice.threads);
+    case GemmPath::FewRowsBInPlace:
+      return gemm_few_rows_b_in_place(p.m, p.n, p.k, p.alpha, a, b, p.beta, p.c, p.rs_c, Epilogue{});
     case GemmPath::PackedPerPanel:
     case GemmPath::PackedSharedB:
       gemm_packed(p, cfg, choice.threads);  // falls back by itself (conv calls it directly)
