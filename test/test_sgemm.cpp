@@ -616,8 +616,9 @@ TEST(Sgemm, NarrowProductsManyRowsAnyThreads) {
 
 // Few rows of C against B's rows in place (the few-rows-b-in-place path): every row count
 // to 17, row-major (B's rows) and column-major (op(A)^T's rows: a layer on a few tokens),
-// whole panels and a partial last one (packed), K past one block, 1 and 2 threads, alpha
-// and beta cases, sgemm_ too; on each x86-64 SIMD kernel the path must run somewhere.
+// whole panels and a partial last one (packed), K in several blocks, 1 and 2 threads,
+// beta 0 over a NaN C, 1 and 0.5, sgemm_ too; on each x86-64 SIMD kernel whose panel rows
+// are whole cache lines (32 or 16 columns) the path must run.
 TEST(Sgemm, FewRowsAgainstBsRowsInPlaceEveryCount) {
   int pick = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
@@ -626,18 +627,19 @@ TEST(Sgemm, FewRowsAgainstBsRowsInPlaceEveryCount) {
       gk_set_num_threads(threads);
       for (int64_t rows = 1; rows <= 17; ++rows) {
         ++pick;
-        const int64_t wide = (pick % 2 ? 3 : 12) * ker.nr + (pick % 3 ? 5 : 0), k = gktest::quick() ? 300 : 700;
-        Case c{rows, wide, k, true, pick % 4 == 1, false, kAlphas[pick % 3], kBetas[pick % 3], int64_t(pick % 5 == 0 ? 3 : 0)};
+        const int64_t wide = (pick % 2 ? 3 : 12) * ker.nr + ((pick / 3) % 2 ? 5 : 0), k = 700;
+        Case c{rows, wide, k, true, pick % 4 == 1, false, kAlphas[1 + pick % 2], kBetas[(pick / 2) % 3],
+               int64_t(pick % 5 == 0 ? 3 : 0)};
         if (pick % 2 == 0) {  // column-major: the row-stored problem's rows are C's columns
           c.row_major = false;
           std::swap(c.m, c.n);
           c.ta = false, c.tb = pick % 4 == 0;
         }
-        ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && pick % 3 == 0)) << describe(c);
+        ASSERT_TRUE(run_case(c, /*fortran=*/!c.row_major && (pick / 4) % 2 == 0)) << describe(c);
         in_place += gk::last_gemm_path() == gk::GemmPath::FewRowsBInPlace;
       }
     }
-    if (kHasTinyBlocks && ker.simd != gk::SimdLevel::Baseline) {
+    if (kHasTinyBlocks && ker.simd != gk::SimdLevel::Baseline && ker.nr % 16 == 0) {
       EXPECT_GT(in_place, 0) << ker.name << ": the few-rows-b-in-place path never ran";
     }
   });

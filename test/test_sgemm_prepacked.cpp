@@ -261,12 +261,12 @@ TEST(SgemmPrepacked, OnePackedOperandAgainstEveryFewCountOnEveryKernel) {
   gk_set_num_threads(0);
 }
 
-// The per-panel driver (M within one MC block) with B's rows contiguous, which it reads in
-// place where the kernel's panel is large (AVX-512's and 6x16's): full panels and a
-// partial last one, K in two blocks (the second accumulating), unpacked and with A packed,
-// a transposed B (packed as before), beta 0 over a NaN C and 0.5, an epilogue, 1 and 2
-// threads, every kernel.
-TEST(SgemmPrepacked, PerPanelDriverWithBsRowsInPlaceOnEveryKernel) {
+// B's rows read in place: by the per-panel driver (M within one MC block) where the
+// kernel's panel is large (AVX-512's and 6x16's), and, unpacked, by the few-rows path (9
+// and 16 rows): full panels and a partial last one, K in two blocks (the second
+// accumulating), unpacked and with A packed, a transposed B (packed as before), beta 0
+// over a NaN C and 0.5, an epilogue, 1 and 2 threads, every kernel.
+TEST(SgemmPrepacked, BsRowsInPlaceByTheDriverAndTheFewRowsPathOnEveryKernel) {
   const std::vector<float> bias = gktest::random_vector(400, 22, -2.0f, 2.0f);
   const gk_epilogue relu6_column_bias{bias.data(), GK_BIAS_PER_COLUMN, GK_ACT_RELU6};
   int pick = 0;
@@ -275,13 +275,14 @@ TEST(SgemmPrepacked, PerPanelDriverWithBsRowsInPlaceOnEveryKernel) {
     for (int threads : {1, 2}) {
       gk_set_num_threads(threads);
       for (bool tb : {false, true})
-        for (bool pack_a : {false, true}) {
-          ++pick;
-          const int64_t m = pick % 2 ? 2 * ker.mr + 3 : 64, n = 3 * ker.nr + 5, k = 2 * cfg.kc + 1;
-          check_compute({true, false, tb, m, n, k, pack_a, false, pick % 2 ? 0.0f : 0.5f,
-                         pick % 3 == 0 ? &relu6_column_bias : nullptr});
-          if (::testing::Test::HasFailure()) return gk_set_num_threads(0);
-        }
+        for (bool pack_a : {false, true})
+          for (int64_t m : {int64_t{9}, int64_t{16}, int64_t{2 * ker.mr + 3}, int64_t{64}}) {
+            ++pick;
+            const int64_t n = 3 * ker.nr + 5, k = 2 * cfg.kc + 1;
+            check_compute({true, false, tb, m, n, k, pack_a, false, (pick / 4) % 2 ? 0.0f : 0.5f,
+                           pick % 3 == 0 ? &relu6_column_bias : nullptr});
+            if (::testing::Test::HasFailure()) return gk_set_num_threads(0);
+          }
     }
   });
   gk_set_num_threads(0);
