@@ -400,7 +400,7 @@ const char* path_name(GemmPath path);
 // rows, contiguous, as NR-wide panels ldb apart per K step: the narrow loop of a packed B
 // (src/gemm/prepacked.cpp), with only B's last, partial panel packed. The driver's MR x NR
 // tile would run 16 rows as 14 + 2 on AVX-512.
-bool few_rows_b_in_place_serves(const KernelInfo& ker, int64_t m, int64_t n, const MatrixView& b);
+bool few_rows_b_in_place_serves(const KernelConfig& cfg, int64_t m, int64_t n, const MatrixView& b);
 // false when its buffers cannot be had (nothing written).
 bool gemm_few_rows_b_in_place(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
                               float beta, float* c, int64_t rs_c, const Epilogue& e);

@@ -229,7 +229,7 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
     return {GemmPath::InPlaceA, threads, "few columns, long contiguous rows of A: the pointwise kernels read A in place"};
   if (l.tiny_blocks && n <= l.narrow_max_columns && k * n * static_cast<int64_t>(sizeof(float)) <= l.narrow_max_b_bytes)
     return {GemmPath::TinyNarrow, threads, "at most 24 columns with B in half of L2: A read in place, nothing packed"};
-  if (few_rows_b_in_place_serves(*cfg.kernel, m, n, b))
+  if (few_rows_b_in_place_serves(cfg, m, n, b))
     return {GemmPath::FewRowsBInPlace, threads, "at most 16 rows of C, B's rows contiguous: B's panels read in place"};
   if (packs_b_per_panel(p, cfg))
     return {GemmPath::PackedPerPanel, threads, "M within one MC block: B packed one panel at a time"};

@@ -402,12 +402,13 @@ bool gemm_narrow(int64_t m, int64_t n, int64_t k, float alpha, const NarrowPanel
 
 }  // namespace
 
-bool few_rows_b_in_place_serves(const KernelInfo& ker, int64_t m, int64_t n, const MatrixView& b) {
+bool few_rows_b_in_place_serves(const KernelConfig& cfg, int64_t m, int64_t n, const MatrixView& b) {
+  const KernelInfo& ker = *cfg.kernel;
   int lanes = 0;
   // Whole vectors per panel row (the loop reads no further), at least one whole panel, and
-  // panel rows of whole cache lines, as where the driver reads B in place (4x24's 24
-  // floats straddle lines: not measured here, so it keeps the driver).
-  return ker.simd != SimdLevel::Baseline && b.cs == 1 && n >= ker.nr && ker.nr * sizeof(float) % 64 == 0 &&
+  // a kernel whose driver reads B in place too (panel rows of whole cache lines; 4x24's
+  // straddle lines and keep the driver here as well).
+  return ker.simd != SimdLevel::Baseline && b.cs == 1 && n >= ker.nr && cfg.paths.b_in_place_min_panel_bytes > 0 &&
          narrow_serves(ker, m, false) && narrow_loop(ker, ker.nr, &lanes) && ker.nr % lanes == 0;
 }
 
