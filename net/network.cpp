@@ -46,28 +46,37 @@ struct Network::Impl {
   std::vector<std::vector<bool>> skipped;  // per op: outputs not written (a split's fused half)
   int64_t batch = 0;
   BuildOptions options;
+  size_t head = 0;                   // ops [0, head) run image by image (choose_head)
+  std::vector<bool> whole;           // per tensor: its buffer holds every image, else one
+  int64_t image = -1;                // during a run: the image the head runs on, -1 for all
   std::vector<gk_layout> layouts;    // per tensor (flat tensors: NCHW)
   std::vector<int> buffer_of;        // per tensor: index into buffers, -1 for the caller's input
   std::vector<int64_t> capacity;     // per buffer, floats
   std::vector<Buffer> buffers;
   std::vector<std::unique_ptr<ConvPlan>> plans;  // per op (null for non-conv ops)
   std::vector<Buffer> fc_inputs;     // per op: a contiguous copy of a padded fc input, or null
-  // Per op, the argument arrays of concat and split, filled once the buffers exist.
+  // Per op, the argument arrays of concat and split, sized once the buffers exist and filled
+  // as the op runs (in the head, with the image's part of each tensor).
   std::vector<std::vector<gk_tensor_desc>> part_descs;
   std::vector<std::vector<const float*>> part_inputs;
   std::vector<std::vector<float*>> part_outputs;
   const float* input = nullptr;      // during a run
 
-  int64_t floats(int t) const {
+  int64_t image_floats(int t) const {
     const TensorShape& s = model->tensors[size_t(t)];
-    return s.flat ? batch * s.c : gk_tensor_size(layouts[size_t(t)], batch, s.c, s.h, s.w);
+    return s.flat ? s.c : gk_tensor_size(layouts[size_t(t)], 1, s.c, s.h, s.w);
   }
+  int64_t floats(int t) const { return (whole[size_t(t)] ? batch : 1) * image_floats(t); }  // its buffer's
+  // What an op sees during a run: one image in the head, else the batch.
+  int64_t images() const { return image < 0 ? batch : 1; }
+  int64_t run_floats(int t) const { return images() * image_floats(t); }
   gk_tensor_desc desc(int t) const {
     const TensorShape& s = model->tensors[size_t(t)];
-    return {batch, s.c, s.h, s.w, layouts[size_t(t)]};
+    return {images(), s.c, s.h, s.w, layouts[size_t(t)]};
   }
-  float* data(int t) const { return buffers[size_t(buffer_of[size_t(t)])].get(); }
-  const float* cdata(int t) const { return buffer_of[size_t(t)] < 0 ? input : data(t); }
+  int64_t image_offset(int t) const { return image >= 0 && whole[size_t(t)] ? image * image_floats(t) : 0; }
+  float* data(int t) const { return buffers[size_t(buffer_of[size_t(t)])].get() + image_offset(t); }
+  const float* cdata(int t) const { return buffer_of[size_t(t)] < 0 ? input + image_offset(t) : data(t); }
 
   // A flat tensor in the layout's memory is a plain batch x features matrix when the
   // channels fill whole blocks (or there are no blocks).
@@ -80,11 +89,15 @@ struct Network::Impl {
 
   void fuse_concat_shuffles();
   bool assign_layouts(std::string* error);
+  size_t choose_head() const;
+  void mark_whole_tensors();
   bool skips(size_t op, size_t output) const;  // whether op's output is not written
   void assign_buffers();
   bool allocate(std::string* error);
   bool make_plans(std::string* error);
+  void fill_parts(size_t i);
   bool run_op(size_t i, std::string* error);
+  bool run_timed(size_t i, std::string* error, RunProfile* profile);
 };
 
 // ShuffleNetV2's unit end, concat then shuffle, as one gk_concat_shuffle_channels (one
@@ -175,10 +188,44 @@ bool Network::Impl::assign_layouts(std::string* error) {
   return true;
 }
 
+// Of a batch on one thread, the ops before the first conv whose weights outweigh one image
+// of its output (or before the first fc) run image by image: up to there the activations
+// are the traffic, and one image's stay in the caches from op to op, where a batch of 8 at
+// 112x112 goes to memory between ops; from there the weights are, and the whole batch
+// reads each once. On more threads the whole batch splits better than one image's small
+// layers (docs/performance.md, "a batch's first layers image by image").
+size_t Network::Impl::choose_head() const {
+  if (batch == 1) return 0;
+  if (options.image_by_image_ops >= 0) return size_t(std::min<int64_t>(options.image_by_image_ops, int64_t(ops.size())));
+  if (gk_get_num_threads() > 1) return 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = *ops[i];
+    if (op.kind == OpKind::FullyConnected) return i;
+    if (op.kind == OpKind::Conv && int64_t(op.weights.size()) > image_floats(op.out[0])) return i;
+  }
+  return ops.size();
+}
+
+// A tensor made in the head holds one image, unless an op after the head (or the caller)
+// reads it: then it holds the batch, each image's pass writing its own part.
+void Network::Impl::mark_whole_tensors() {
+  whole.assign(model->tensors.size(), head == 0);
+  whole[0] = true;
+  whole[size_t(model->output)] = true;
+  for (size_t i = head; i < ops.size(); ++i) {
+    const Op& op = *ops[i];
+    for (int t : op.out) whole[size_t(t)] = true;
+    for (int t : op.in) whole[size_t(t)] = true;
+    if (op.residual >= 0) whole[size_t(op.residual)] = true;
+  }
+}
+
 // Liveness: a buffer returns to the free list after the last op that reads any tensor in
 // it. Outputs are assigned before the op's inputs are released, so an op never writes a
 // buffer it reads, except for the aliases chosen on purpose (in-place residual and add,
-// flatten of a tensor already in feature order).
+// flatten of a tensor already in feature order), which keep a buffer's size (one image or
+// the batch). A whole tensor made in the head takes a buffer of its own: the next image's
+// pass reruns the ops before it, which would write into a buffer it had from them.
 void Network::Impl::assign_buffers() {
   const size_t tensors = model->tensors.size();
   // The last op that reads each tensor; an output nobody reads dies where it is made.
@@ -194,10 +241,11 @@ void Network::Impl::assign_buffers() {
   buffer_of.assign(tensors, -1);
   std::vector<int> tenants;  // per buffer: the live tensors it holds
   std::vector<int> free_list;
-  auto take = [&](int t) {
+  const std::vector<int> none;
+  auto take = [&](int t, bool fresh) {
     const int64_t need = floats(t);
     int best = -1;
-    for (int b : free_list)  // the smallest that fits, else the largest (grown)
+    for (int b : fresh ? none : free_list)  // the smallest that fits, else the largest (grown)
       if (best < 0 || (capacity[size_t(b)] >= need
                            ? capacity[size_t(best)] < need || capacity[size_t(b)] < capacity[size_t(best)]
                            : capacity[size_t(best)] < need && capacity[size_t(b)] > capacity[size_t(best)]))
@@ -212,30 +260,33 @@ void Network::Impl::assign_buffers() {
     capacity[size_t(best)] = std::max(capacity[size_t(best)], need);
     return best;
   };
-  auto share = [&](int t, int from) {
+  auto share = [&](int t, int from) {  // (callers check can_share)
     buffer_of[size_t(t)] = buffer_of[size_t(from)];
     ++tenants[size_t(buffer_of[size_t(t)])];
   };
   auto dies_here = [&](int t, size_t i) { return t != 0 && last_use[size_t(t)] == i; };
   auto sole_tenant = [&](int t) { return tenants[size_t(buffer_of[size_t(t)])] == 1; };
+  auto can_share = [&](int t, int from, size_t i) {
+    return dies_here(from, i) && sole_tenant(from) && whole[size_t(t)] == whole[size_t(from)];
+  };
 
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = *ops[i];
     const int y = op.out.empty() ? -1 : op.out[0];
-    if (op.kind == OpKind::Conv && op.residual >= 0 && dies_here(op.residual, i) && op.residual != op.in[0] &&
-        sole_tenant(op.residual)) {
+    if (op.kind == OpKind::Conv && op.residual >= 0 && op.residual != op.in[0] && can_share(y, op.residual, i)) {
       share(y, op.residual);
-    } else if (op.kind == OpKind::Add && dies_here(op.in[0], i) && sole_tenant(op.in[0])) {
+    } else if (op.kind == OpKind::Add && can_share(y, op.in[0], i)) {
       share(y, op.in[0]);
-    } else if (op.kind == OpKind::Add && dies_here(op.in[1], i) && sole_tenant(op.in[1])) {
+    } else if (op.kind == OpKind::Add && can_share(y, op.in[1], i)) {
       share(y, op.in[1]);
-    } else if (op.kind == OpKind::Flatten && op.in[0] != 0 && features_in_place(op.in[0])) {
+    } else if (op.kind == OpKind::Flatten && op.in[0] != 0 && features_in_place(op.in[0]) &&
+               whole[size_t(y)] == whole[size_t(op.in[0])]) {
       share(y, op.in[0]);
     } else {
       for (size_t j = 0; j < op.out.size(); ++j) {
         const int t = op.out[j];
         if (skips(i, j)) continue;  // read by nothing
-        buffer_of[size_t(t)] = take(t);
+        buffer_of[size_t(t)] = take(t, i < head && whole[size_t(t)]);
         ++tenants[size_t(buffer_of[size_t(t)])];
       }
     }
@@ -271,11 +322,18 @@ bool Network::Impl::allocate(std::string* error) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = *ops[i];
     if (op.kind == OpKind::Concat || op.kind == OpKind::ConcatShuffle || op.kind == OpKind::ConcatShuffleSplit)
-      for (int t : op.in) part_descs[i].push_back(desc(t)), part_inputs[i].push_back(data(t));
-    if (op.kind == OpKind::Split || op.kind == OpKind::ConcatShuffleSplit)
-      for (size_t j = 0; j < op.out.size(); ++j) part_outputs[i].push_back(skips(i, j) ? nullptr : data(op.out[j]));
+      part_descs[i].resize(op.in.size()), part_inputs[i].resize(op.in.size());
+    if (op.kind == OpKind::Split || op.kind == OpKind::ConcatShuffleSplit) part_outputs[i].resize(op.out.size());
   }
   return true;
+}
+
+// The parts of concat and split as this run of op i sees them.
+void Network::Impl::fill_parts(size_t i) {
+  const Op& op = *ops[i];
+  for (size_t j = 0; j < part_inputs[i].size(); ++j)
+    part_descs[i][j] = desc(op.in[j]), part_inputs[i][j] = cdata(op.in[j]);
+  for (size_t j = 0; j < part_outputs[i].size(); ++j) part_outputs[i][j] = skips(i, j) ? nullptr : data(op.out[j]);
 }
 
 bool Network::Impl::make_plans(std::string* error) {
@@ -284,7 +342,7 @@ bool Network::Impl::make_plans(std::string* error) {
     const Op& op = *ops[i];
     if (op.kind != OpKind::Conv) continue;
     gk_conv_desc d = op.conv;
-    d.batch = batch;
+    d.batch = i < head ? 1 : batch;
     d.layout = options.layout;
     d.flags = options.conv_flags;
     if (op.in[0] == 0 && options.layout != GK_LAYOUT_NCHW) d.flags |= GK_CONV_FLAG_NCHW_INPUT;
@@ -303,11 +361,12 @@ bool Network::Impl::make_plans(std::string* error) {
 bool Network::Impl::run_op(size_t i, std::string* error) {
   const Op& op = *ops[i];
   const int x = op.in[0], y = op.out[0];
+  fill_parts(i);
   gk_status s = GK_OK;
   switch (op.kind) {
     case OpKind::Conv:
       if (op.residual >= 0 && buffer_of[size_t(op.residual)] != buffer_of[size_t(y)])
-        std::memcpy(data(y), cdata(op.residual), size_t(floats(y)) * sizeof(float));
+        std::memcpy(data(y), cdata(op.residual), size_t(run_floats(y)) * sizeof(float));
       s = gk_conv_run(plans[i]->plan, cdata(x), data(y));
       break;
     case OpKind::MaxPool:
@@ -358,18 +417,18 @@ bool Network::Impl::run_op(size_t i, std::string* error) {
     case OpKind::Flatten: {
       if (buffer_of[size_t(x)] == buffer_of[size_t(y)]) break;  // already in feature order
       const TensorShape& t = model->tensors[size_t(x)];
-      s = gk_convert_layout(cdata(x), layouts[size_t(x)], data(y), GK_LAYOUT_NCHW, batch, t.c, t.h, t.w);
+      s = gk_convert_layout(cdata(x), layouts[size_t(x)], data(y), GK_LAYOUT_NCHW, images(), t.c, t.h, t.w);
       break;
     }
     case OpKind::FullyConnected: {
       const TensorShape& t = model->tensors[size_t(x)];
       const float* features = cdata(x);
       if (fc_inputs[i]) {
-        s = gk_convert_layout(features, layouts[size_t(x)], fc_inputs[i].get(), GK_LAYOUT_NCHW, batch, t.c, 1, 1);
+        s = gk_convert_layout(features, layouts[size_t(x)], fc_inputs[i].get(), GK_LAYOUT_NCHW, images(), t.c, 1, 1);
         features = fc_inputs[i].get();
       }
       if (s == GK_OK)
-        s = gk_fully_connected(batch, t.c, op.features, features, op.weights.data(),
+        s = gk_fully_connected(images(), t.c, op.features, features, op.weights.data(),
                                op.bias.empty() ? nullptr : op.bias.data(), op.act, data(y));
       break;
     }
@@ -395,30 +454,42 @@ bool Network::build(const Model& model, int64_t batch, const BuildOptions& optio
   if (model.output < 0) return *error = "the model has no output", false;
   m.fuse_concat_shuffles();
   if (!m.assign_layouts(error)) return false;
+  m.head = m.choose_head();
+  m.mark_whole_tensors();
   m.assign_buffers();
   return m.allocate(error) && m.make_plans(error);
+}
+
+// Runs op i (for the image set, or the batch), adding its time to the profile if any.
+bool Network::Impl::run_timed(size_t i, std::string* error, RunProfile* profile) {
+  if (!profile) return run_op(i, error);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!run_op(i, error)) return false;
+  const double s = seconds_since(t0);
+  const OpKind kind = ops[i]->kind;
+  (kind == OpKind::Conv ? profile->conv_s : profile->other_s) += s;
+  profile->by_kind_s[int(kind)] += s;
+  profile->op_s.resize(ops.size());
+  profile->op_s[i] += s;
+  return true;
 }
 
 bool Network::run(const float* input, float* logits, std::string* error, RunProfile* profile) {
   Impl& m = *impl_;
   m.input = input;
-  for (size_t i = 0; i < m.ops.size(); ++i) {
-    if (!profile) {
-      if (!m.run_op(i, error)) return false;
-      continue;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    if (!m.run_op(i, error)) return false;
-    const double s = seconds_since(t0);
-    const OpKind kind = m.ops[i]->kind;
-    (kind == OpKind::Conv ? profile->conv_s : profile->other_s) += s;
-    profile->by_kind_s[int(kind)] += s;
-    profile->op_s.resize(m.ops.size());
-    profile->op_s[i] = s;
+  bool ok = true;
+  for (int64_t image = 0; ok && m.head > 0 && image < m.batch; ++image) {
+    m.image = image;
+    for (size_t i = 0; ok && i < m.head; ++i) ok = m.run_timed(i, error, profile);
   }
+  m.image = -1;
+  for (size_t i = m.head; ok && i < m.ops.size(); ++i) ok = m.run_timed(i, error, profile);
+  if (!ok) return false;
   std::memcpy(logits, m.cdata(m.model->output), size_t(m.floats(m.model->output)) * sizeof(float));
   return true;
 }
+
+int64_t Network::image_by_image_ops() const { return int64_t(impl_->head); }
 
 int64_t Network::output_features() const { return impl_->model->tensors[size_t(impl_->model->output)].c; }
 

@@ -2,6 +2,10 @@
 // calls, and the tensors' memory. A client of the public C API only (no library internals),
 // as an inference engine built on gemmkit would be.
 //
+// A batch: the first operations, whose activations outweigh their weights, run image by
+// image, so that one image's tensors stay in the caches from op to op; the rest runs on the
+// whole batch, which reads each weight once for all its images.
+//
 // Memory: tensors share buffers by liveness (a buffer is reused once every reader of its
 // tensor has run), which keeps the working set small; a residual join takes over its
 // shortcut's buffer when the conv is the shortcut's last reader (the conv then adds in
@@ -22,6 +26,10 @@ struct BuildOptions {
   gk_layout layout = GK_LAYOUT_NCHW8;  // of every image tensor after the input
   gk_conv_algo algo = GK_CONV_ALGO_AUTO;
   uint32_t conv_flags = 0;  // e.g. GK_CONV_FLAG_HIGH_ACCURACY
+  // Of a batch of more than one image, how many of the first operations run image by image
+  // (each image through all of them in turn) before the rest runs on the whole batch: -1
+  // chooses (Network::Impl::choose_head), 0 runs every operation on the whole batch.
+  int64_t image_by_image_ops = -1;
 };
 
 // Seconds spent per kind of operation in one run (when asked for).
@@ -43,6 +51,9 @@ class Network {
   // input: batch x C x H x W floats in NCHW; logits: batch x output features.
   bool run(const float* input, float* logits, std::string* error, RunProfile* profile = nullptr);
   int64_t output_features() const;
+  // How many of the first operations run image by image (0 when every one runs on the
+  // whole batch), for reports.
+  int64_t image_by_image_ops() const;
   // The algorithm each conv runs, in order ("winograd_f43", ...), for reports.
   std::vector<std::string> conv_algorithms() const;
   // The operations a run times in RunProfile::op_s, one line each: kind, model line, output

@@ -4,14 +4,17 @@ definitions (scripts/export_torchvision.py), PyTorch on the same weights and inp
 
     scripts/networks.py check GK_INFER WORK_DIR [--nets a,b] [--batches 1,4] [--layouts NCHW8,NCHW,NHWC]
     scripts/networks.py bench GK_INFER WORK_DIR [--nets a,b] [--threads 1,2] [--rounds R]
+                              [--bench-batches 1,8]
 
 check: the logits agree, max |diff| <= 1e-4 x max |logit| with --high-accuracy (no
 Winograd F(4x4)/F(6x6)) and <= 1e-3 x max |logit| with AUTO, in each layout (NCHW8, NCHW
 and NHWC by default). Exits non-zero on any failure; prints "N passed, N failed".
-bench: median milliseconds of a whole forward pass (batch 1, 3x224x224), gemmkit NCHW8 and
+bench: median milliseconds of a whole forward pass (3x224x224 images), gemmkit NCHW8 and
 NHWC FASTRUN (profiled once, then cached) against PyTorch eager (NCHW and channels_last)
 and TorchScript frozen + optimize_for_inference, measured in the same run, round by round
-in turn; writes WORK_DIR/networks.md and networks.csv.
+in turn; at batch 1, and at batch 8 per image against batch 1 (eager NCHW left out there:
+it was never PyTorch's fastest mode, and a batch of 8 takes it seconds); writes
+WORK_DIR/networks.md and networks.csv.
 """
 import argparse
 import copy
@@ -151,52 +154,93 @@ def bench_basic_block(a, in_path, env):
             "| threads | fused ms | separate ms | saved ms | add + pool + fc ms |", "|---|---|---|---|---|"] + lines
 
 
+def bench_rows(a, name, model, batch, env):
+    """One row per thread count: every mode measured in turn in each round, per image."""
+    x = input_batch(batch, 7)
+    in_path = os.path.join(a.work, f"in{batch}.npy")
+    np.save(in_path, x.numpy())
+    path = model_file(a.work, name, model)
+    with torch.no_grad():
+        frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model, x)))
+    # PyTorch's NHWC: the model and the image in channels_last (eager), the peer of gemmkit NHWC.
+    model_cl, x_cl = copy.deepcopy(model).to(memory_format=torch.channels_last), x.contiguous(
+        memory_format=torch.channels_last)
+    eager_too = batch == 1
+    rounds, reps = (a.rounds, a.reps) if batch == 1 else (max(2, a.rounds - 2), max(2, a.reps - 2))
+    rows = []
+    for threads in a.threads:
+        torch.set_num_threads(threads)
+        gk_args = {layout: ["--threads", str(threads), "--layout", layout, "--algo", "fastrun"]
+                   for layout in ("NCHW8", "NHWC")}
+        for args in gk_args.values():
+            gk_infer(a.gk_infer, path, in_path, None, args, env)  # profiles into the cache
+        with torch.no_grad():  # warm up the PyTorch modes
+            frozen(x), frozen(x), model_cl(x_cl)
+            if eager_too:
+                model(x)
+        gk, conv, other, nhwc, eager, ofi, cl = [], [], [], [], [], [], []
+        head = 0
+        for _ in range(rounds):  # each round measures every mode, in turn
+            fields = gk_fields(a.gk_infer, path, in_path, gk_args["NCHW8"] + ["--time", "--rounds", str(reps)], env)
+            gk.append(fields["median_ms"] / batch)
+            conv.append(fields["conv_ms"] / batch)
+            other.append(fields["other_ms"] / batch)
+            head = int(fields["image_by_image_ops"])
+            fields = gk_fields(a.gk_infer, path, in_path, gk_args["NHWC"] + ["--time", "--rounds", str(reps)], env)
+            nhwc.append(fields["median_ms"] / batch)
+            if eager_too:
+                eager.append(torch_median_ms(model, x, reps) / batch)
+            ofi.append(torch_median_ms(frozen, x, reps) / batch)
+            cl.append(torch_median_ms(model_cl, x_cl, reps) / batch)
+        m = statistics.median
+        nan = float("nan")
+        row = dict(net=name, batch=batch, threads=threads, gemmkit_ms=m(gk), conv_ms=m(conv), other_ms=m(other),
+                   eager_ms=m(eager) if eager else nan, ofi_ms=m(ofi), best_gemmkit_ms=min(gk), nhwc_ms=m(nhwc),
+                   channels_last_ms=m(cl), image_by_image_ops=head)
+        best_torch = min(v for v in (row["eager_ms"], row["ofi_ms"], row["channels_last_ms"]) if v == v)
+        row["best_torch_ms"] = best_torch
+        row["vs_best_torch"] = row["gemmkit_ms"] / best_torch
+        row["nhwc_vs_best_torch"] = row["nhwc_ms"] / best_torch
+        row["outside_conv"] = row["other_ms"] / row["gemmkit_ms"]
+        rows.append(row)
+        print(f"{name} batch={batch} threads={threads}, ms per image: gemmkit {row['gemmkit_ms']:.2f} (conv "
+              f"{row['conv_ms']:.2f}, other {row['other_ms']:.2f}), NHWC {row['nhwc_ms']:.2f}, PyTorch eager "
+              f"{row['eager_ms']:.2f}, optimize_for_inference {row['ofi_ms']:.2f}, channels_last "
+              f"{row['channels_last_ms']:.2f}: {row['vs_best_torch']:.2f}x the fastest PyTorch", flush=True)
+    return rows
+
+
+def batch_lines(rows):
+    """Batch 8 (or any batch past 1) per image against batch 1, per network and thread count."""
+    ones = {(r["net"], r["threads"]): r for r in rows if r["batch"] == 1}
+    lines = []
+    for r in rows:
+        one = ones.get((r["net"], r["threads"]))
+        if r["batch"] == 1 or one is None:
+            continue
+        lines.append(f"| {r['net']} | {r['threads']} | {r['batch']} | {r['gemmkit_ms']:.2f} | "
+                     f"{r['gemmkit_ms'] / one['gemmkit_ms']:.2f} | {r['image_by_image_ops']} | {r['nhwc_ms']:.2f} | "
+                     f"{r['nhwc_ms'] / one['nhwc_ms']:.2f} | {r['best_torch_ms']:.2f} | "
+                     f"{r['best_torch_ms'] / one['best_torch_ms']:.2f} | {r['vs_best_torch']:.2f} |")
+    if not lines:
+        return []
+    return ["", "## Batches: ms per image against batch 1", "",
+            "Per image: a batch pass's median ms over its images. b / b1: against the same mode's batch 1 in the "
+            "table above (<= 1: the batch costs no more per image). gemmkit runs its first ops image by image on one "
+            "thread (`image_by_image_ops`, gk-infer's `--image-by-image-ops`). PyTorch: the faster of "
+            "optimize_for_inference and channels_last; ratio = gemmkit NCHW8 / that.", "",
+            "| network | threads | batch | gemmkit NCHW8 | b / b1 | image-by-image ops | gemmkit NHWC | b / b1 "
+            "| PyTorch fastest | b / b1 | ratio |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"] + lines
+
+
 def bench(a):
     env = dict(os.environ, GEMMKIT_FASTRUN_CACHE=os.path.join(a.work, "fastrun.cache"))
-    x = input_batch(1, 7)
-    in_path = os.path.join(a.work, "in1.npy")
-    np.save(in_path, x.numpy())
     rows = []
     for name in a.nets:
         model = ex.build_model(name, SEED)
-        path = model_file(a.work, name, model)
-        with torch.no_grad():
-            frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model, x)))
-        # PyTorch's NHWC: the model and the image in channels_last (eager), the peer of gemmkit NHWC.
-        model_cl, x_cl = copy.deepcopy(model).to(memory_format=torch.channels_last), x.contiguous(
-            memory_format=torch.channels_last)
-        for threads in a.threads:
-            torch.set_num_threads(threads)
-            gk_args = {layout: ["--threads", str(threads), "--layout", layout, "--algo", "fastrun"]
-                       for layout in ("NCHW8", "NHWC")}
-            for args in gk_args.values():
-                gk_infer(a.gk_infer, path, in_path, None, args, env)  # profiles into the cache
-            with torch.no_grad():  # warm up the PyTorch modes
-                model(x), frozen(x), frozen(x), model_cl(x_cl)
-            gk, conv, other, nhwc, eager, ofi, cl = [], [], [], [], [], [], []
-            for _ in range(a.rounds):  # each round measures all five, in turn
-                fields = gk_fields(a.gk_infer, path, in_path, gk_args["NCHW8"] + ["--time", "--rounds", str(a.reps)], env)
-                gk.append(fields["median_ms"])
-                conv.append(fields["conv_ms"])
-                other.append(fields["other_ms"])
-                fields = gk_fields(a.gk_infer, path, in_path, gk_args["NHWC"] + ["--time", "--rounds", str(a.reps)], env)
-                nhwc.append(fields["median_ms"])
-                eager.append(torch_median_ms(model, x, a.reps))
-                ofi.append(torch_median_ms(frozen, x, a.reps))
-                cl.append(torch_median_ms(model_cl, x_cl, a.reps))
-            m = statistics.median
-            row = dict(net=name, threads=threads, gemmkit_ms=m(gk), conv_ms=m(conv), other_ms=m(other),
-                       eager_ms=m(eager), ofi_ms=m(ofi), best_gemmkit_ms=min(gk), nhwc_ms=m(nhwc),
-                       channels_last_ms=m(cl))
-            best_torch = min(row["eager_ms"], row["ofi_ms"], row["channels_last_ms"])
-            row["vs_best_torch"] = row["gemmkit_ms"] / best_torch
-            row["nhwc_vs_best_torch"] = row["nhwc_ms"] / best_torch
-            row["outside_conv"] = row["other_ms"] / row["gemmkit_ms"]
-            rows.append(row)
-            print(f"{name} threads={threads}: gemmkit {row['gemmkit_ms']:.2f} ms (conv {row['conv_ms']:.2f}, other "
-                  f"{row['other_ms']:.2f}), NHWC {row['nhwc_ms']:.2f}, PyTorch eager {row['eager_ms']:.2f}, "
-                  f"optimize_for_inference {row['ofi_ms']:.2f}, channels_last {row['channels_last_ms']:.2f}: "
-                  f"{row['vs_best_torch']:.2f}x the fastest PyTorch", flush=True)
+        for batch in a.bench_batches:
+            rows += bench_rows(a, name, model, batch, env)
     with open(os.path.join(a.work, "networks.csv"), "w") as f:
         keys = list(rows[0].keys())
         f.write(",".join(keys) + "\n")
@@ -214,10 +258,16 @@ def bench(a):
              "| PyTorch eager ms | PyTorch optimize_for_inference ms | PyTorch channels_last ms | ratio | NHWC ratio |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        if r["batch"] != 1:
+            continue
         lines.append(f"| {r['net']} | {r['threads']} | {r['gemmkit_ms']:.2f} | {r['best_gemmkit_ms']:.2f} | "
                      f"{r['conv_ms']:.2f} | {r['other_ms']:.2f} | {100 * r['outside_conv']:.1f}% | {r['nhwc_ms']:.2f} | "
                      f"{r['eager_ms']:.2f} | {r['ofi_ms']:.2f} | {r['channels_last_ms']:.2f} | "
                      f"{r['vs_best_torch']:.2f} | {r['nhwc_vs_best_torch']:.2f} |")
+    lines += batch_lines(rows)
+    x = input_batch(1, 7)
+    in_path = os.path.join(a.work, "in1.npy")
+    np.save(in_path, x.numpy())
     lines += bench_basic_block(a, in_path, env)
     with open(os.path.join(a.work, "networks.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -231,7 +281,8 @@ def main():
     p.add_argument("gk_infer")
     p.add_argument("work")
     p.add_argument("--nets", default=",".join(ex.NETWORKS))
-    p.add_argument("--batches", default="1,4")
+    p.add_argument("--batches", default="1,4", help="batches the check runs")
+    p.add_argument("--bench-batches", default="1,8", help="batches the bench times (per image)")
     p.add_argument("--layouts", default="NCHW8,NCHW,NHWC", help="gk-infer layouts the check runs")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--rounds", type=int, default=5)
@@ -239,6 +290,7 @@ def main():
     a = p.parse_args()
     a.nets = a.nets.split(",")
     a.batches = [int(b) for b in a.batches.split(",")]
+    a.bench_batches = [int(b) for b in a.bench_batches.split(",")]
     a.threads = [int(t) for t in a.threads.split(",")]
     a.layouts = a.layouts.split(",")
     os.makedirs(a.work, exist_ok=True)

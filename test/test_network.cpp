@@ -325,6 +325,59 @@ void expect_network_matches(const std::string& bytes, const char* name) {
   gk_set_num_threads(0);
 }
 
+// A batch whose first operations run image by image (BuildOptions::image_by_image_ops):
+// cut after every operation in turn, in every layout, on 1 and 2 threads, the logits match
+// the reference; the runner's own choice cuts somewhere on one thread and nowhere on two
+// or at batch 1.
+void expect_every_head_matches(const std::string& bytes, const char* name, bool chooses_a_head) {
+  const std::string path = write_temp(name, bytes);
+  Model model;
+  std::string error;
+  ASSERT_TRUE(gknet::load_model(path, &model, &error)) << error;
+  const int64_t batch = 3;
+  const gknet::TensorShape& in = model.tensors[0];
+  const std::vector<float> x = gktest::random_vector(size_t(batch * in.c * in.h * in.w), 21, 0.0f, 1.0f);
+  const std::vector<double> want = reference_logits(model, x, batch);
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  const gk_layout layouts[] = {GK_LAYOUT_NCHW8, GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW4, GK_LAYOUT_NCHW16};
+  for (gk_layout layout : layouts)
+    for (int threads : {1, 2}) {
+      gk_set_num_threads(threads);
+      gknet::BuildOptions opt;
+      opt.layout = layout;
+      opt.conv_flags = GK_CONV_FLAG_HIGH_ACCURACY;
+      gknet::Network chosen;
+      ASSERT_TRUE(chosen.build(model, batch, opt, &error)) << error;
+      if (threads == 1) EXPECT_EQ(chosen.image_by_image_ops() > 0, chooses_a_head) << name;
+      else EXPECT_EQ(chosen.image_by_image_ops(), 0) << name;
+      gknet::Network one_image;
+      ASSERT_TRUE(one_image.build(model, 1, opt, &error)) << error;
+      EXPECT_EQ(one_image.image_by_image_ops(), 0);
+      for (int64_t head = 0;; ++head) {
+        SCOPED_TRACE(std::string(name) + " layout " + std::to_string(layout) + " threads " + std::to_string(threads) +
+                     " image by image " + std::to_string(head));
+        opt.image_by_image_ops = head;
+        gknet::Network net;
+        ASSERT_TRUE(net.build(model, batch, opt, &error)) << error;
+        if (net.image_by_image_ops() < head) break;  // past the last op
+        std::vector<float> got(want.size(), NAN);
+        ASSERT_TRUE(net.run(x.data(), got.data(), &error)) << error;
+        for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5 * scale + 1e-6) << "logit " << i;
+        std::vector<float> again(want.size(), NAN);
+        ASSERT_TRUE(net.run(x.data(), again.data(), &error)) << error;
+        EXPECT_EQ(got, again);
+      }
+    }
+  gk_set_num_threads(0);
+}
+
+TEST(Network, BatchesCutIntoImageByImageOpsAnywhereMatchTheDoubleReference) {
+  expect_every_head_matches(every_op_model(11), "every_op_heads.gk", true);
+  expect_every_head_matches(pooled_classifier_model(12), "pooled_heads.gk", true);
+  expect_every_head_matches(shuffle_units_model(13), "shuffle_units_heads.gk", true);
+}
+
 TEST(Network, EveryOperationMatchesTheDoubleReferenceInEveryLayout) {
   expect_network_matches(every_op_model(11), "every_op.gk");
 }
@@ -451,6 +504,13 @@ TEST(Network, GkInferRunsAModelAndWritesItsLogits) {
   double scale = 0;
   for (double v : want) scale = std::max(scale, std::fabs(v));
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(logits.data[i], want[i], 1e-3 * scale) << i;
+  // The batch's first 3 ops image by image, as asked and reported.
+  const int cut = run_gk_infer(model_path + " --input " + in + " --output " + out +
+                                   " --threads 1 --image-by-image-ops 3 --time --rounds 1", &log);
+  ASSERT_TRUE(WIFEXITED(cut) && WEXITSTATUS(cut) == 0) << log;
+  EXPECT_NE(log.find("image_by_image_ops=3\n"), std::string::npos) << log;
+  ASSERT_TRUE(gknet::read_npy(out, &logits, &error)) << error;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(logits.data[i], want[i], 1e-3 * scale) << i;
 }
 
 // --time-ops: a line per operation run (concat + shuffle fused), in order, as the runner
@@ -533,6 +593,11 @@ TEST(Network, GkInferRefusesBadInputWithAMessageAndNoCrash) {
   std::string log;
   int status = run_gk_infer(model_path + " --input " + dir + "ok.npy --threads zero", &log);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << log;
+  for (const char* ops : {"-1", "some"}) {
+    status = run_gk_infer(model_path + " --input " + dir + "ok.npy --image-by-image-ops " + ops, &log);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << log;
+    EXPECT_NE(log.find("bad --image-by-image-ops"), std::string::npos) << log;
+  }
   status = run_gk_infer("--input " + dir + "ok.npy", &log);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << log;
 }
