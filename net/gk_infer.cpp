@@ -12,8 +12,8 @@
 // (`op I KIND line L out CxHxW [in C kRxS sT [dD] [gG] ALGO] ms=X`), to find which layer a
 // network spends its time in.
 // --image-by-image-ops K: of a batch, the first K operations run image by image (0: none;
-// by default the runner chooses, gknet::BuildOptions::image_by_image_ops); --time then also
-// prints `image_by_image_ops=K`.
+// by default the runner chooses, gknet::BuildOptions::image_by_image_ops); --time also prints
+// the count that ran, `image_by_image_ops=N` (0 at batch 1, at most the operations run).
 // Exit status: 0 done, 1 the model, input or a run failed (message on stderr), 2 bad usage.
 #include <algorithm>
 #include <chrono>

@@ -66,7 +66,7 @@ struct Network::Impl {
     const TensorShape& s = model->tensors[size_t(t)];
     return s.flat ? s.c : gk_tensor_size(layouts[size_t(t)], 1, s.c, s.h, s.w);
   }
-  int64_t floats(int t) const { return (whole[size_t(t)] ? batch : 1) * image_floats(t); }  // its buffer's
+  int64_t buffer_floats(int t) const { return (whole[size_t(t)] ? batch : 1) * image_floats(t); }
   // What an op sees during a run: one image in the head, else the batch.
   int64_t images() const { return image < 0 ? batch : 1; }
   int64_t run_floats(int t) const { return images() * image_floats(t); }
@@ -243,7 +243,7 @@ void Network::Impl::assign_buffers() {
   std::vector<int> free_list;
   const std::vector<int> none;
   auto take = [&](int t, bool fresh) {
-    const int64_t need = floats(t);
+    const int64_t need = buffer_floats(t);
     int best = -1;
     for (int b : fresh ? none : free_list)  // the smallest that fits, else the largest (grown)
       if (best < 0 || (capacity[size_t(b)] >= need
@@ -485,7 +485,7 @@ bool Network::run(const float* input, float* logits, std::string* error, RunProf
   m.image = -1;
   for (size_t i = m.head; ok && i < m.ops.size(); ++i) ok = m.run_timed(i, error, profile);
   if (!ok) return false;
-  std::memcpy(logits, m.cdata(m.model->output), size_t(m.floats(m.model->output)) * sizeof(float));
+  std::memcpy(logits, m.cdata(m.model->output), size_t(m.buffer_floats(m.model->output)) * sizeof(float));
   return true;
 }
 

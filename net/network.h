@@ -2,14 +2,16 @@
 // calls, and the tensors' memory. A client of the public C API only (no library internals),
 // as an inference engine built on gemmkit would be.
 //
-// A batch: the first operations, whose activations outweigh their weights, run image by
-// image, so that one image's tensors stay in the caches from op to op; the rest runs on the
-// whole batch, which reads each weight once for all its images.
+// A batch on one thread: the first operations, whose activations outweigh their weights,
+// run image by image, so that one image's tensors stay in the caches from op to op; the
+// rest runs on the whole batch, which reads each weight once for all its images
+// (docs/design.md, "Whole networks").
 //
 // Memory: tensors share buffers by liveness (a buffer is reused once every reader of its
 // tensor has run), which keeps the working set small; a residual join takes over its
 // shortcut's buffer when the conv is the shortcut's last reader (the conv then adds in
-// place, GK_CONV_FLAG_ADD_TO_OUTPUT), and so does an add of its first dying operand.
+// place, GK_CONV_FLAG_ADD_TO_OUTPUT), and so does an add of its first dying operand, where
+// both hold as many images (one in the head, else the batch).
 // Everything is allocated when the network is built: a run allocates nothing of its own.
 #pragma once
 #include <cstdint>

@@ -132,6 +132,32 @@ std::string shuffle_units_model(uint32_t seed) {
   return w.text();
 }
 
+// Joins whose operands outlive them or not depending on where a batch's image-by-image ops
+// end: a residual that is the conv's own input, residuals and adds of tensors read again
+// later, and a residual that dies at its conv (its buffer taken over when both hold as
+// many images).
+std::string joins_model(uint32_t seed) {
+  ModelWriter w(seed);
+  w.line("gknet 1");
+  w.line("name joins");
+  w.line("input 3 8 8");
+  w.weighted("conv in=0 out=1 oc=8 kh=3 kw=3 sh=1 sw=1 pt=1 pl=1 pb=1 pr=1 act=relu bias=1", 8, 27);
+  w.weighted("conv in=1 out=2 oc=8 kh=1 kw=1 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu add=1 bias=1", 8, 8);
+  w.weighted("conv in=2 out=3 oc=8 kh=3 kw=3 sh=1 sw=1 pt=1 pl=1 pb=1 pr=1 act=relu add=1 bias=1", 8, 72);
+  w.line("add in=1,3 out=4 act=relu");
+  w.line("add in=4,2 out=5 act=none");
+  w.weighted("conv in=5 out=6 oc=8 kh=1 kw=1 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 act=relu add=5 bias=1", 8, 8);
+  w.weighted("conv in=4 out=7 oc=8 kh=3 kw=3 sh=2 sw=2 pt=1 pl=1 pb=1 pr=1 act=relu bias=1", 8, 72);
+  w.line("gap in=6 out=8");
+  w.line("gap in=7 out=9");
+  w.line("add in=8,9 out=10 act=none");
+  w.line("flatten in=10 out=11");
+  w.weighted("fc in=11 out=12 features=4 act=none bias=1", 4, 8);
+  w.line("output 12");
+  w.line("end");
+  return w.text();
+}
+
 std::string write_temp(const std::string& name, const std::string& bytes) {
   const std::string path = testing::TempDir() + name;
   std::ofstream(path, std::ios::binary) << bytes;
@@ -376,6 +402,7 @@ TEST(Network, BatchesCutIntoImageByImageOpsAnywhereMatchTheDoubleReference) {
   expect_every_head_matches(every_op_model(11), "every_op_heads.gk", true);
   expect_every_head_matches(pooled_classifier_model(12), "pooled_heads.gk", true);
   expect_every_head_matches(shuffle_units_model(13), "shuffle_units_heads.gk", true);
+  expect_every_head_matches(joins_model(15), "joins_heads.gk", true);
 }
 
 TEST(Network, EveryOperationMatchesTheDoubleReferenceInEveryLayout) {
