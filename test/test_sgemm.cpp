@@ -352,10 +352,11 @@ TEST(Sgemm, FewVectorsDotTailCountsInfinitiesOnce) {
 }
 
 // A GEMM with a few rows (or columns) against a matrix that outgrows L2 runs as that
-// matrix times R vectors (the GEMV path) when the matrix's columns are contiguous; the
-// other layouts take the packed paths (on one thread, up to 4 vectors, the GEMV loops:
-// FewVectorsReadTheMatrixOnce). Every transpose and layout, R from 2 to
-// kGemvMaxVectors, rows and columns with tails, 1 and 2 threads.
+// matrix times R vectors (the GEMV path) when the matrix's columns are contiguous, and for
+// few rows of C also when B's columns are (the dot form; row-major: every few-row case is
+// GemvRows); past 4 columns against A's contiguous rows, other paths (on one thread, up to
+// 4 vectors, the GEMV loops: FewVectorsReadTheMatrixOnce). Every transpose and layout,
+// R from 2 to kGemvMaxVectors, rows and columns with tails, 1 and 2 threads.
 TEST(Sgemm, FewRowsOrColumnsAgainstALargeMatrix) {
   const int64_t l2 = gk::caches().l2;
   const int64_t k = 1031;
@@ -371,7 +372,9 @@ TEST(Sgemm, FewRowsOrColumnsAgainstALargeMatrix) {
           for (bool ta : {false, true})
             for (bool tb : {false, true}) {
               ASSERT_TRUE(run_case({r, wide, k, rm, ta, tb, -1.5f, 0.0f, 1}));
+              if (rm) EXPECT_EQ(gk::last_gemm_path(), gk::GemmPath::GemvRows) << r << " rows, tb " << tb;
               ASSERT_TRUE(run_case({wide, r, k, rm, ta, tb, 1.0f, 0.5f, 0}));
+              if (rm && r > 4) EXPECT_EQ(gk::last_gemm_path() == gk::GemmPath::GemvColumns, ta) << r << " columns";
             }
       }
     }
