@@ -372,9 +372,13 @@ TEST(Sgemm, FewRowsOrColumnsAgainstALargeMatrix) {
           for (bool ta : {false, true})
             for (bool tb : {false, true}) {
               ASSERT_TRUE(run_case({r, wide, k, rm, ta, tb, -1.5f, 0.0f, 1}));
-              if (rm) EXPECT_EQ(gk::last_gemm_path(), gk::GemmPath::GemvRows) << r << " rows, tb " << tb;
+              if (rm) {
+                EXPECT_EQ(gk::last_gemm_path(), gk::GemmPath::GemvRows) << r << " rows, tb " << tb;
+              }
               ASSERT_TRUE(run_case({wide, r, k, rm, ta, tb, 1.0f, 0.5f, 0}));
-              if (rm && r > 4) EXPECT_EQ(gk::last_gemm_path() == gk::GemmPath::GemvColumns, ta) << r << " columns";
+              if (rm && r > 4) {
+                EXPECT_EQ(gk::last_gemm_path() == gk::GemmPath::GemvColumns, ta) << r << " columns";
+              }
             }
       }
     }
