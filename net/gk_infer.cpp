@@ -1,8 +1,8 @@
 // gk-infer: runs a whole network exported by scripts/export_torchvision.py on a .npy batch.
 //
 //   gk-infer MODEL --input IN.npy [--output OUT.npy] [--threads T] [--layout NCHW|NHWC|NCHW8|NCHW16]
-//            [--algo auto|fastrun] [--high-accuracy] [--image-by-image-ops K] [--time] [--time-ops]
-//            [--rounds R]
+//            [--algo auto|fastrun] [--high-accuracy] [--image-by-image-ops K] [--lanes L] [--time]
+//            [--time-ops] [--rounds R]
 //
 // IN.npy: float32 N x C x H x W (the model's C, H, W); OUT.npy: float32 N x classes.
 // --time runs the network R more times (default 10) and ends with the line `median_ms=X`,
@@ -11,9 +11,13 @@
 // --time-ops: --time, and first one line per operation run with its median milliseconds
 // (`op I KIND line L out CxHxW [in C kRxS sT [dD] [gG] ALGO] ms=X`), to find which layer a
 // network spends its time in.
-// --image-by-image-ops K: of a batch, the first K operations run image by image (0: none;
-// by default the runner chooses, gknet::BuildOptions::image_by_image_ops); --time also prints
-// the count that ran, `image_by_image_ops=N` (0 at batch 1, at most the operations run).
+// --image-by-image-ops K: in a lane, the first K operations run image by image (0: none; by
+// default the runner chooses, gknet::BuildOptions::image_by_image_ops); --time also prints
+// the count that ran, `image_by_image_ops=N` (at most the operations run).
+// --lanes L (1-1024): a batch runs as L lanes, each a thread taking its share of the images
+// through the operations before the classifier (1: the batch as one, each op split between
+// the threads; by default min(threads, batch), gknet::BuildOptions::lanes); --time prints
+// `lanes=L`.
 // Exit status: 0 done, 1 the model, input or a run failed (message on stderr), 2 bad usage.
 #include <algorithm>
 #include <chrono>
@@ -41,7 +45,7 @@ struct Args {
 const char kUsage[] =
     "usage: gk-infer MODEL --input IN.npy [--output OUT.npy] [--threads T]\n"
     "                [--layout NCHW|NHWC|NCHW8|NCHW16] [--algo auto|fastrun] [--high-accuracy]\n"
-    "                [--image-by-image-ops K] [--time] [--time-ops] [--rounds R]\n";
+    "                [--image-by-image-ops K] [--lanes L] [--time] [--time-ops] [--rounds R]\n";
 
 bool parse_int(const char* s, int lo, int hi, int* out) {
   char* end = nullptr;
@@ -77,6 +81,10 @@ Parsed parse_args(int argc, char** argv, Args* a) {
       int k = 0;
       if (!parse_int(argv[++i], 0, 1 << 30, &k)) return std::fprintf(stderr, "gk-infer: bad --image-by-image-ops\n"), Parsed::Bad;
       a->build.image_by_image_ops = k;
+    } else if (arg == "--lanes" && has_value) {
+      int l = 0;
+      if (!parse_int(argv[++i], 1, 1024, &l)) return std::fprintf(stderr, "gk-infer: bad --lanes\n"), Parsed::Bad;
+      a->build.lanes = l;
     } else if (arg == "--layout" && has_value) {
       if (!parse_layout(value(), &a->build.layout)) return std::fprintf(stderr, "gk-infer: unknown --layout\n"), Parsed::Bad;
     } else if (arg == "--algo" && has_value) {
@@ -154,7 +162,8 @@ int main(int argc, char** argv) {
       if (median(by_kind[k]) > 0) std::printf("%s_ms=%.3f ", gknet::op_name(gknet::OpKind(k)), median(by_kind[k]));
     std::printf("\n");
     std::printf("conv_ms=%.3f other_ms=%.3f\n", median(conv), median(other));
-    std::printf("image_by_image_ops=%lld\n", static_cast<long long>(net.image_by_image_ops()));
+    std::printf("image_by_image_ops=%lld lanes=%lld\n", static_cast<long long>(net.image_by_image_ops()),
+                static_cast<long long>(net.lanes()));
     std::printf("median_ms=%.3f\n", median(total));
   }
   return 0;

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 
+#include <omp.h>
+
 namespace gknet {
 namespace {
 
@@ -36,6 +38,26 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+// What a tensor's buffer holds: one image (made and read in the head only), a lane's images
+// (read in the lanes only), or the batch (read after the lanes, or the caller's).
+enum class Extent { Image, Lane, Batch };
+
+// What an op sees in a run: lane `lane`'s images [first, first + count), or of those only
+// `image` in the head; after the lanes, the batch (lane 0, first 0, count batch).
+struct Pass {
+  int lane = 0;
+  int64_t first = 0, count = 0;
+  int64_t image = -1;
+};
+
+// Per op, the argument arrays of concat and split, sized once the buffers exist and filled
+// as the op runs (one set per lane: the lanes run at once).
+struct PartArrays {
+  std::vector<std::vector<gk_tensor_desc>> descs;
+  std::vector<std::vector<const float*>> inputs;
+  std::vector<std::vector<float*>> outputs;
+};
+
 struct Network::Impl {
   const Model* model = nullptr;
   // The operations run, in order: the model's, with each concat + shuffle pair (and the
@@ -45,38 +67,54 @@ struct Network::Impl {
   std::vector<std::unique_ptr<Op>> fused;
   std::vector<std::vector<bool>> skipped;  // per op: outputs not written (a split's fused half)
   int64_t batch = 0;
+  int lanes = 1;                     // threads running their own images (choose_lanes)
+  int64_t lane_images = 0;           // the most images a lane has (the others one fewer)
   BuildOptions options;
   size_t head = 0;                   // ops [0, head) run image by image (choose_head)
-  std::vector<bool> whole;           // per tensor: its buffer holds every image, else one
-  int64_t image = -1;                // during a run: the image the head runs on, -1 for all
+  size_t lanes_end = 0;              // ops [0, lanes_end) run in lanes, the rest on the batch
+  std::vector<Extent> extent;        // per tensor
   std::vector<gk_layout> layouts;    // per tensor (flat tensors: NCHW)
   std::vector<int> buffer_of;        // per tensor: index into buffers, -1 for the caller's input
   std::vector<int64_t> capacity;     // per buffer, floats
+  std::vector<bool> lane_copies;     // per buffer: it holds an image or lane tensor
+  std::vector<int64_t> lane_stride;  // per buffer: floats between the lanes' copies (0: one copy)
   std::vector<Buffer> buffers;
   std::vector<std::unique_ptr<ConvPlan>> plans;  // per op (null for non-conv ops)
+  // Per conv of the lanes after the head, where the shares differ: lane_images - 1 images.
+  std::vector<std::unique_ptr<ConvPlan>> short_plans;
   std::vector<Buffer> fc_inputs;     // per op: a contiguous copy of a padded fc input, or null
-  // Per op, the argument arrays of concat and split, sized once the buffers exist and filled
-  // as the op runs (in the head, with the image's part of each tensor).
-  std::vector<std::vector<gk_tensor_desc>> part_descs;
-  std::vector<std::vector<const float*>> part_inputs;
-  std::vector<std::vector<float*>> part_outputs;
+  std::vector<PartArrays> parts;     // per lane
   const float* input = nullptr;      // during a run
+  std::vector<RunProfile> lane_profiles;  // per lane, during a timed run
+  std::vector<std::string> lane_errors;   // per lane, the first error of a run
 
   int64_t image_floats(int t) const {
     const TensorShape& s = model->tensors[size_t(t)];
     return s.flat ? s.c : gk_tensor_size(layouts[size_t(t)], 1, s.c, s.h, s.w);
   }
-  int64_t buffer_floats(int t) const { return (whole[size_t(t)] ? batch : 1) * image_floats(t); }
-  // What an op sees during a run: one image in the head, else the batch.
-  int64_t images() const { return image < 0 ? batch : 1; }
-  int64_t run_floats(int t) const { return images() * image_floats(t); }
-  gk_tensor_desc desc(int t) const {
-    const TensorShape& s = model->tensors[size_t(t)];
-    return {images(), s.c, s.h, s.w, layouts[size_t(t)]};
+  int64_t buffer_floats(int t) const {
+    const Extent e = extent[size_t(t)];
+    return (e == Extent::Batch ? batch : e == Extent::Lane ? lane_images : 1) * image_floats(t);
   }
-  int64_t image_offset(int t) const { return image >= 0 && whole[size_t(t)] ? image * image_floats(t) : 0; }
-  float* data(int t) const { return buffers[size_t(buffer_of[size_t(t)])].get() + image_offset(t); }
-  const float* cdata(int t) const { return buffer_of[size_t(t)] < 0 ? input + image_offset(t) : data(t); }
+  int64_t lane_first(int lane) const { return lane * batch / lanes; }
+  int64_t images(const Pass& p) const { return p.image < 0 ? p.count : 1; }
+  int64_t run_floats(int t, const Pass& p) const { return images(p) * image_floats(t); }
+  gk_tensor_desc desc(int t, const Pass& p) const {
+    const TensorShape& s = model->tensors[size_t(t)];
+    return {images(p), s.c, s.h, s.w, layouts[size_t(t)]};
+  }
+  // Of a batch tensor, the pass's images; of a lane or image tensor, the lane's copy, and
+  // of a lane tensor in the head, the image's part of it.
+  int64_t offset(int t, const Pass& p) const {
+    const Extent e = extent[size_t(t)];
+    if (e == Extent::Batch) return (p.image >= 0 ? p.image : p.first) * image_floats(t);
+    const int64_t image = e == Extent::Lane && p.image >= 0 ? p.image - p.first : 0;
+    return p.lane * lane_stride[size_t(buffer_of[size_t(t)])] + image * image_floats(t);
+  }
+  float* data(int t, const Pass& p) const { return buffers[size_t(buffer_of[size_t(t)])].get() + offset(t, p); }
+  const float* cdata(int t, const Pass& p) const {
+    return buffer_of[size_t(t)] < 0 ? input + offset(t, p) : data(t, p);
+  }
 
   // A flat tensor in the layout's memory is a plain batch x features matrix when the
   // channels fill whole blocks (or there are no blocks).
@@ -90,14 +128,18 @@ struct Network::Impl {
   void fuse_concat_shuffles();
   bool assign_layouts(std::string* error);
   size_t choose_head() const;
-  void mark_whole_tensors();
+  int choose_lanes() const;
+  size_t choose_lanes_end() const;
+  void mark_extents();
   bool skips(size_t op, size_t output) const;  // whether op's output is not written
   void assign_buffers();
   bool allocate(std::string* error);
   bool make_plans(std::string* error);
-  void fill_parts(size_t i);
-  bool run_op(size_t i, std::string* error);
-  bool run_timed(size_t i, std::string* error, RunProfile* profile);
+  void fill_parts(size_t i, const Pass& p);
+  bool run_op(size_t i, const Pass& p, std::string* error);
+  bool run_timed(size_t i, const Pass& p, std::string* error, RunProfile* profile);
+  bool run_lane(int lane, std::string* error, RunProfile* profile);
+  bool run_lanes(std::string* error, RunProfile* profile);
 };
 
 // ShuffleNetV2's unit end, concat then shuffle, as one gk_concat_shuffle_channels (one
@@ -188,16 +230,15 @@ bool Network::Impl::assign_layouts(std::string* error) {
   return true;
 }
 
-// Of a batch on one thread, the ops before the first conv whose weights outweigh one image
-// of its output (or before the first fc) run image by image: up to there the activations
-// are the traffic, and one image's stay in the caches from op to op, where a batch of 8 at
-// 112x112 goes to memory between ops; from there the weights are, and the whole batch
-// reads each once. On more threads the whole batch splits better than one image's small
-// layers (docs/performance.md, "a batch's first layers image by image").
+// Of a lane's images, the ops before the first conv whose weights outweigh one image of
+// its output (or before the first fc) run image by image: up to there the activations are
+// the traffic, and one image's stay in the caches from op to op, where 8 images at 112x112
+// go to memory between ops; from there the weights are, and the lane's images together
+// read each once (docs/performance.md, "a batch's first layers image by image"). A batch
+// run as one on several threads has none: one image's small layers split poorly.
 size_t Network::Impl::choose_head() const {
-  if (batch == 1) return 0;
   if (options.image_by_image_ops >= 0) return size_t(std::min<int64_t>(options.image_by_image_ops, int64_t(ops.size())));
-  if (gk_get_num_threads() > 1) return 0;
+  if (lane_images == 1 || (lanes == 1 && gk_get_num_threads() > 1)) return 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = *ops[i];
     if (op.kind == OpKind::FullyConnected) return i;
@@ -206,26 +247,51 @@ size_t Network::Impl::choose_head() const {
   return ops.size();
 }
 
-// A tensor made in the head holds one image, unless an op after the head (or the caller)
-// reads it: then it holds the batch, each image's pass writing its own part.
-void Network::Impl::mark_whole_tensors() {
-  whole.assign(model->tensors.size(), head == 0);
-  whole[0] = true;
-  whole[size_t(model->output)] = true;
-  for (size_t i = head; i < ops.size(); ++i) {
+// A batch on T threads runs as min(T, batch) lanes, each a thread taking its share of the
+// images through the ops before the classifier, its calls on that thread alone (gemmkit
+// runs a call made inside a parallel region on its calling thread). Splitting one image's
+// layers between threads wakes and joins them per op, and the small layers split poorly:
+// ShuffleNetV2 at batch 8 ran 1.56 ms an image on two threads as one batch and 1.13 as two
+// lanes (docs/performance.md, "a batch's images side by side").
+int Network::Impl::choose_lanes() const {
+  if (options.lanes >= 1) return int(std::min<int64_t>(options.lanes, batch));
+  return int(std::min<int64_t>(batch, std::max(1, gk_get_num_threads())));
+}
+
+// Lanes run every op before the classifier: its first fc multiplies the batch by its
+// weights, and in lanes each would read them (VGG-16's 411 MB layer) once per lane.
+size_t Network::Impl::choose_lanes_end() const {
+  if (lanes == 1) return ops.size();
+  size_t end = head;
+  while (end < ops.size() && ops[end]->kind != OpKind::FullyConnected) ++end;
+  return end;
+}
+
+// A tensor an op after the lanes reads or makes, and the input and output, hold the batch;
+// one the lanes' ops after the head read or make holds a lane's images; the rest, made and
+// read in the head, one image. A lane or batch tensor made in the head gets each image's
+// pass's part.
+void Network::Impl::mark_extents() {
+  extent.assign(model->tensors.size(), Extent::Image);
+  auto mark = [&](size_t i, Extent e) {
     const Op& op = *ops[i];
-    for (int t : op.out) whole[size_t(t)] = true;
-    for (int t : op.in) whole[size_t(t)] = true;
-    if (op.residual >= 0) whole[size_t(op.residual)] = true;
-  }
+    for (int t : op.out) extent[size_t(t)] = std::max(extent[size_t(t)], e);
+    for (int t : op.in) extent[size_t(t)] = std::max(extent[size_t(t)], e);
+    if (op.residual >= 0) extent[size_t(op.residual)] = std::max(extent[size_t(op.residual)], e);
+  };
+  for (size_t i = head; i < lanes_end; ++i) mark(i, Extent::Lane);
+  for (size_t i = lanes_end; i < ops.size(); ++i) mark(i, Extent::Batch);
+  extent[0] = extent[size_t(model->output)] = Extent::Batch;
 }
 
 // Liveness: a buffer returns to the free list after the last op that reads any tensor in
 // it. Outputs are assigned before the op's inputs are released, so an op never writes a
 // buffer it reads, except for the aliases chosen on purpose (in-place residual and add,
-// flatten of a tensor already in feature order), which keep a buffer's size (one image or
-// the batch). A whole tensor made in the head takes a buffer of its own: the next image's
-// pass reruns the ops before it, which would write into a buffer it had from them.
+// flatten of a tensor already in feature order), which join tensors of one extent (an
+// image, a lane's images or the batch). A lane or batch tensor made in the head takes a
+// buffer of its own: the next image's pass reruns the ops before it, which would write into
+// a buffer it had from them; so does a batch tensor made in the lanes, whose parts the
+// lanes write at their own pace.
 void Network::Impl::assign_buffers() {
   const size_t tensors = model->tensors.size();
   // The last op that reads each tensor; an output nobody reads dies where it is made.
@@ -264,10 +330,11 @@ void Network::Impl::assign_buffers() {
     buffer_of[size_t(t)] = buffer_of[size_t(from)];
     ++tenants[size_t(buffer_of[size_t(t)])];
   };
+
   auto dies_here = [&](int t, size_t i) { return t != 0 && last_use[size_t(t)] == i; };
   auto sole_tenant = [&](int t) { return tenants[size_t(buffer_of[size_t(t)])] == 1; };
   auto can_share = [&](int t, int from, size_t i) {
-    return dies_here(from, i) && sole_tenant(from) && whole[size_t(t)] == whole[size_t(from)];
+    return dies_here(from, i) && sole_tenant(from) && extent[size_t(t)] == extent[size_t(from)];
   };
 
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -280,16 +347,22 @@ void Network::Impl::assign_buffers() {
     } else if (op.kind == OpKind::Add && can_share(y, op.in[1], i)) {
       share(y, op.in[1]);
     } else if (op.kind == OpKind::Flatten && op.in[0] != 0 && features_in_place(op.in[0]) &&
-               whole[size_t(y)] == whole[size_t(op.in[0])]) {
+               extent[size_t(y)] == extent[size_t(op.in[0])]) {
       share(y, op.in[0]);
     } else {
       for (size_t j = 0; j < op.out.size(); ++j) {
         const int t = op.out[j];
         if (skips(i, j)) continue;  // read by nothing
-        buffer_of[size_t(t)] = take(t, i < head && whole[size_t(t)]);
+        const Extent e = extent[size_t(t)];
+        buffer_of[size_t(t)] = take(t, (i < head && e != Extent::Image) || (i < lanes_end && e == Extent::Batch));
         ++tenants[size_t(buffer_of[size_t(t)])];
       }
     }
+    for (int t : op.out)
+      if (buffer_of[size_t(t)] >= 0 && extent[size_t(t)] != Extent::Batch) {
+        lane_copies.resize(capacity.size(), false);
+        lane_copies[size_t(buffer_of[size_t(t)])] = true;
+      }
     std::vector<int> released = op.in;
     if (op.residual >= 0) released.push_back(op.residual);
     released.insert(released.end(), op.out.begin(), op.out.end());
@@ -303,11 +376,18 @@ void Network::Impl::assign_buffers() {
   }
 }
 
+// A buffer of image or lane tensors has a copy per lane, 64-byte aligned: the lanes run
+// their ops at their own pace, so a buffer that one lane has moved on to reuse may still be
+// read by another.
 bool Network::Impl::allocate(std::string* error) {
-  for (int64_t c : capacity) {
-    buffers.emplace_back(aligned_floats(c));
+  lane_copies.resize(capacity.size(), false);
+  lane_stride.assign(capacity.size(), 0);
+  for (size_t b = 0; b < capacity.size(); ++b) {
+    if (lanes > 1 && lane_copies[b]) lane_stride[b] = (capacity[b] + 15) / 16 * 16;
+    const int64_t floats = capacity[b] + (lanes - 1) * lane_stride[b];
+    buffers.emplace_back(aligned_floats(floats));
     if (!buffers.back()) {
-      *error = "out of memory for the network's tensors (" + std::to_string(c * 4) + " bytes)";
+      *error = "out of memory for the network's tensors (" + std::to_string(floats * 4) + " bytes)";
       return false;
     }
   }
@@ -315,59 +395,87 @@ bool Network::Impl::allocate(std::string* error) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = *ops[i];
     if (op.kind != OpKind::FullyConnected || features_in_place(op.in[0])) continue;
-    fc_inputs[i].reset(aligned_floats(batch * model->tensors[size_t(op.in[0])].c));
+    fc_inputs[i].reset(aligned_floats(lanes * lane_images * model->tensors[size_t(op.in[0])].c));
     if (!fc_inputs[i]) return *error = "out of memory for a fully connected input", false;
   }
-  part_descs.resize(ops.size()), part_inputs.resize(ops.size()), part_outputs.resize(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = *ops[i];
-    if (op.kind == OpKind::Concat || op.kind == OpKind::ConcatShuffle || op.kind == OpKind::ConcatShuffleSplit)
-      part_descs[i].resize(op.in.size()), part_inputs[i].resize(op.in.size());
-    if (op.kind == OpKind::Split || op.kind == OpKind::ConcatShuffleSplit) part_outputs[i].resize(op.out.size());
+  parts.resize(size_t(lanes));
+  for (PartArrays& a : parts) {
+    a.descs.resize(ops.size()), a.inputs.resize(ops.size()), a.outputs.resize(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = *ops[i];
+      if (op.kind == OpKind::Concat || op.kind == OpKind::ConcatShuffle || op.kind == OpKind::ConcatShuffleSplit)
+        a.descs[i].resize(op.in.size()), a.inputs[i].resize(op.in.size());
+      if (op.kind == OpKind::Split || op.kind == OpKind::ConcatShuffleSplit) a.outputs[i].resize(op.out.size());
+    }
   }
+  lane_profiles.assign(size_t(lanes), RunProfile{});
+  for (RunProfile& p : lane_profiles) p.op_s.assign(ops.size(), 0.0);
+  lane_errors.assign(size_t(lanes), std::string());
   return true;
 }
 
-// The parts of concat and split as this run of op i sees them.
-void Network::Impl::fill_parts(size_t i) {
+// The parts of concat and split as this pass of op i sees them.
+void Network::Impl::fill_parts(size_t i, const Pass& p) {
   const Op& op = *ops[i];
-  for (size_t j = 0; j < part_inputs[i].size(); ++j)
-    part_descs[i][j] = desc(op.in[j]), part_inputs[i][j] = cdata(op.in[j]);
-  for (size_t j = 0; j < part_outputs[i].size(); ++j) part_outputs[i][j] = skips(i, j) ? nullptr : data(op.out[j]);
+  PartArrays& a = parts[size_t(p.lane)];
+  for (size_t j = 0; j < a.inputs[i].size(); ++j) a.descs[i][j] = desc(op.in[j], p), a.inputs[i][j] = cdata(op.in[j], p);
+  for (size_t j = 0; j < a.outputs[i].size(); ++j) a.outputs[i][j] = skips(i, j) ? nullptr : data(op.out[j], p);
 }
 
+// A plan per conv for the images it runs on: one in the head, a lane's after it (and
+// where the lanes' shares differ, one fewer), the batch after the lanes. The lanes' convs
+// are planned on one thread, as they run: the setting is lowered while they are made
+// (Fast-Run measures, and keys its cache, by it).
 bool Network::Impl::make_plans(std::string* error) {
   plans.resize(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) {
+  short_plans.resize(ops.size());
+  const bool uneven = batch % lanes != 0;
+  struct RestoreThreads {  // also when an allocation throws
+    int threads = gk_get_num_threads();
+    ~RestoreThreads() { gk_set_num_threads(threads); }
+  } setting;
+  const int threads = setting.threads;
+  bool ok = true;
+  for (size_t i = 0; ok && i < ops.size(); ++i) {
     const Op& op = *ops[i];
     if (op.kind != OpKind::Conv) continue;
+    gk_set_num_threads(i < lanes_end && lanes > 1 ? 1 : threads);
     gk_conv_desc d = op.conv;
-    d.batch = i < head ? 1 : batch;
     d.layout = options.layout;
     d.flags = options.conv_flags;
     if (op.in[0] == 0 && options.layout != GK_LAYOUT_NCHW) d.flags |= GK_CONV_FLAG_NCHW_INPUT;
     if (op.residual >= 0) d.flags |= GK_CONV_FLAG_ADD_TO_OUTPUT;
-    plans[i].reset(new ConvPlan);
-    const gk_status s = gk_conv_plan_create(&d, op.weights.data(), op.bias.empty() ? nullptr : op.bias.data(),
-                                            options.algo, &plans[i]->plan);
-    if (s != GK_OK) {
+    auto make = [&](int64_t images, std::unique_ptr<ConvPlan>* plan) {
+      d.batch = images;
+      plan->reset(new ConvPlan);
+      const gk_status s = gk_conv_plan_create(&d, op.weights.data(), op.bias.empty() ? nullptr : op.bias.data(),
+                                              options.algo, &(*plan)->plan);
+      if (s == GK_OK) return true;
       *error = "conv on model line " + std::to_string(op.line) + ": " + gk_status_string(s) + ": " + gk_last_error();
       return false;
-    }
+    };
+    if (i < head) ok = make(1, &plans[i]);
+    else if (i < lanes_end) ok = make(lane_images, &plans[i]) && (!uneven || make(lane_images - 1, &short_plans[i]));
+    else ok = make(batch, &plans[i]);
   }
-  return true;
+  return ok;
 }
 
-bool Network::Impl::run_op(size_t i, std::string* error) {
+bool Network::Impl::run_op(size_t i, const Pass& pass, std::string* error) {
   const Op& op = *ops[i];
   const int x = op.in[0], y = op.out[0];
-  fill_parts(i);
+  fill_parts(i, pass);
+  const PartArrays& a = parts[size_t(pass.lane)];
+  auto desc = [&](int t) { return this->desc(t, pass); };
+  auto data = [&](int t) { return this->data(t, pass); };
+  auto cdata = [&](int t) { return this->cdata(t, pass); };
+  const int64_t images = this->images(pass);
   gk_status s = GK_OK;
   switch (op.kind) {
     case OpKind::Conv:
       if (op.residual >= 0 && buffer_of[size_t(op.residual)] != buffer_of[size_t(y)])
-        std::memcpy(data(y), cdata(op.residual), size_t(run_floats(y)) * sizeof(float));
-      s = gk_conv_run(plans[i]->plan, cdata(x), data(y));
+        std::memcpy(data(y), cdata(op.residual), size_t(run_floats(y, pass)) * sizeof(float));
+      s = gk_conv_run((i < head || i >= lanes_end || images == lane_images ? plans : short_plans)[i]->plan, cdata(x), data(y));
       break;
     case OpKind::MaxPool:
     case OpKind::AvgPool: {
@@ -387,17 +495,17 @@ bool Network::Impl::run_op(size_t i, std::string* error) {
     }
     case OpKind::Concat: {
       const gk_tensor_desc out = desc(y);
-      s = gk_concat_channels(int(op.in.size()), part_descs[i].data(), part_inputs[i].data(), &out, data(y));
+      s = gk_concat_channels(int(op.in.size()), a.descs[i].data(), a.inputs[i].data(), &out, data(y));
       break;
     }
     case OpKind::Split: {
       const gk_tensor_desc in = desc(x);
-      s = gk_split_channels(&in, cdata(x), int(op.out.size()), op.channels.data(), part_outputs[i].data());
+      s = gk_split_channels(&in, cdata(x), int(op.out.size()), op.channels.data(), a.outputs[i].data());
       break;
     }
     case OpKind::ConcatShuffle: {
       const gk_tensor_desc out = desc(y);
-      s = gk_concat_shuffle_channels(op.groups, part_descs[i].data(), part_inputs[i].data(), &out, data(y));
+      s = gk_concat_shuffle_channels(op.groups, a.descs[i].data(), a.inputs[i].data(), &out, data(y));
       break;
     }
     case OpKind::ConcatShuffleSplit: {
@@ -405,8 +513,8 @@ bool Network::Impl::run_op(size_t i, std::string* error) {
       gk_tensor_desc shuffled = desc(y);
       shuffled.c = 0;
       for (int64_t c : op.channels) shuffled.c += c;
-      s = gk_concat_shuffle_split_channels(op.groups, part_descs[i].data(), part_inputs[i].data(), &shuffled,
-                                           int(op.out.size()), op.channels.data(), part_outputs[i].data());
+      s = gk_concat_shuffle_split_channels(op.groups, a.descs[i].data(), a.inputs[i].data(), &shuffled,
+                                           int(op.out.size()), op.channels.data(), a.outputs[i].data());
       break;
     }
     case OpKind::Shuffle: {
@@ -417,18 +525,19 @@ bool Network::Impl::run_op(size_t i, std::string* error) {
     case OpKind::Flatten: {
       if (buffer_of[size_t(x)] == buffer_of[size_t(y)]) break;  // already in feature order
       const TensorShape& t = model->tensors[size_t(x)];
-      s = gk_convert_layout(cdata(x), layouts[size_t(x)], data(y), GK_LAYOUT_NCHW, images(), t.c, t.h, t.w);
+      s = gk_convert_layout(cdata(x), layouts[size_t(x)], data(y), GK_LAYOUT_NCHW, images, t.c, t.h, t.w);
       break;
     }
     case OpKind::FullyConnected: {
       const TensorShape& t = model->tensors[size_t(x)];
       const float* features = cdata(x);
-      if (fc_inputs[i]) {
-        s = gk_convert_layout(features, layouts[size_t(x)], fc_inputs[i].get(), GK_LAYOUT_NCHW, images(), t.c, 1, 1);
-        features = fc_inputs[i].get();
+      if (fc_inputs[i]) {  // (lane_images x features per lane)
+        float* rows = fc_inputs[i].get() + pass.lane * lane_images * t.c;
+        s = gk_convert_layout(features, layouts[size_t(x)], rows, GK_LAYOUT_NCHW, images, t.c, 1, 1);
+        features = rows;
       }
       if (s == GK_OK)
-        s = gk_fully_connected(images(), t.c, op.features, features, op.weights.data(),
+        s = gk_fully_connected(images, t.c, op.features, features, op.weights.data(),
                                op.bias.empty() ? nullptr : op.bias.data(), op.act, data(y));
       break;
     }
@@ -454,17 +563,20 @@ bool Network::build(const Model& model, int64_t batch, const BuildOptions& optio
   if (model.output < 0) return *error = "the model has no output", false;
   m.fuse_concat_shuffles();
   if (!m.assign_layouts(error)) return false;
+  m.lanes = m.choose_lanes();
+  m.lane_images = (batch + m.lanes - 1) / m.lanes;
   m.head = m.choose_head();
-  m.mark_whole_tensors();
+  m.lanes_end = m.choose_lanes_end();
+  m.mark_extents();
   m.assign_buffers();
   return m.allocate(error) && m.make_plans(error);
 }
 
-// Runs op i (for the image set, or the batch), adding its time to the profile if any.
-bool Network::Impl::run_timed(size_t i, std::string* error, RunProfile* profile) {
-  if (!profile) return run_op(i, error);
+// Runs op i for the pass, adding its time to the profile if any.
+bool Network::Impl::run_timed(size_t i, const Pass& pass, std::string* error, RunProfile* profile) {
+  if (!profile) return run_op(i, pass, error);
   const auto t0 = std::chrono::steady_clock::now();
-  if (!run_op(i, error)) return false;
+  if (!run_op(i, pass, error)) return false;
   const double s = seconds_since(t0);
   const OpKind kind = ops[i]->kind;
   (kind == OpKind::Conv ? profile->conv_s : profile->other_s) += s;
@@ -474,22 +586,74 @@ bool Network::Impl::run_timed(size_t i, std::string* error, RunProfile* profile)
   return true;
 }
 
+// Lane `lane`'s images through the lanes' ops: the head's one image at a time, then the
+// rest on all of them.
+bool Network::Impl::run_lane(int lane, std::string* error, RunProfile* profile) {
+  const int64_t first = lane_first(lane), count = lane_first(lane + 1) - first;
+  for (int64_t image = first; head > 0 && image < first + count; ++image)
+    for (size_t i = 0; i < head; ++i)
+      if (!run_timed(i, Pass{lane, first, count, image}, error, profile)) return false;
+  for (size_t i = head; i < lanes_end; ++i)
+    if (!run_timed(i, Pass{lane, first, count, -1}, error, profile)) return false;
+  return true;
+}
+
+// One lane runs in this thread; several run a thread each (a smaller team takes several
+// lanes a thread). A timed run adds the lanes' op times scaled to the lanes' wall time.
+// Nothing thrown leaves the parallel region (it would end the process): a lane that
+// throws fails with a message.
+bool Network::Impl::run_lanes(std::string* error, RunProfile* profile) {
+  if (lanes == 1) return run_lane(0, error, profile);
+  for (RunProfile& p : lane_profiles) {
+    p.conv_s = p.other_s = 0;
+    std::fill(std::begin(p.by_kind_s), std::end(p.by_kind_s), 0.0);
+    std::fill(p.op_s.begin(), p.op_s.end(), 0.0);
+  }
+  for (std::string& e : lane_errors) e.clear();
+  bool ok = true;
+  const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(lanes) reduction(&& : ok)
+  for (int lane = omp_get_thread_num(); lane < lanes; lane += omp_get_num_threads()) {
+    try {
+      ok = run_lane(lane, &lane_errors[size_t(lane)], profile ? &lane_profiles[size_t(lane)] : nullptr) && ok;
+    } catch (...) {
+      ok = false;
+    }
+  }
+  const double wall_s = seconds_since(t0);
+  if (!ok) {
+    for (const std::string& e : lane_errors)
+      if (!e.empty()) return *error = e, false;
+    return *error = "a lane failed (out of memory)", false;
+  }
+  if (profile) {
+    double lanes_s = 0;
+    for (const RunProfile& p : lane_profiles) lanes_s += p.conv_s + p.other_s;
+    const double scale = lanes_s > 0 ? wall_s / lanes_s : 0;
+    profile->op_s.resize(ops.size());
+    for (const RunProfile& p : lane_profiles) {
+      profile->conv_s += p.conv_s * scale, profile->other_s += p.other_s * scale;
+      for (int k = 0; k < kOpKinds; ++k) profile->by_kind_s[k] += p.by_kind_s[k] * scale;
+      for (size_t i = 0; i < ops.size(); ++i) profile->op_s[i] += p.op_s[i] * scale;
+    }
+  }
+  return true;
+}
+
 bool Network::run(const float* input, float* logits, std::string* error, RunProfile* profile) {
   Impl& m = *impl_;
   m.input = input;
-  bool ok = true;
-  for (int64_t image = 0; ok && m.head > 0 && image < m.batch; ++image) {
-    m.image = image;
-    for (size_t i = 0; ok && i < m.head; ++i) ok = m.run_timed(i, error, profile);
-  }
-  m.image = -1;
-  for (size_t i = m.head; ok && i < m.ops.size(); ++i) ok = m.run_timed(i, error, profile);
+  bool ok = m.run_lanes(error, profile);
+  for (size_t i = m.lanes_end; ok && i < m.ops.size(); ++i) ok = m.run_timed(i, Pass{0, 0, m.batch, -1}, error, profile);
   if (!ok) return false;
-  std::memcpy(logits, m.cdata(m.model->output), size_t(m.buffer_floats(m.model->output)) * sizeof(float));
+  std::memcpy(logits, m.cdata(m.model->output, Pass{0, 0, m.batch, -1}),
+              size_t(m.buffer_floats(m.model->output)) * sizeof(float));
   return true;
 }
 
 int64_t Network::image_by_image_ops() const { return int64_t(impl_->head); }
+
+int64_t Network::lanes() const { return impl_->lanes; }
 
 int64_t Network::output_features() const { return impl_->model->tensors[size_t(impl_->model->output)].c; }
 

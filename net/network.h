@@ -2,16 +2,18 @@
 // calls, and the tensors' memory. A client of the public C API only (no library internals),
 // as an inference engine built on gemmkit would be.
 //
-// A batch on one thread: the first operations, whose activations outweigh their weights,
-// run image by image, so that one image's tensors stay in the caches from op to op; the
-// rest runs on the whole batch, which reads each weight once for all its images
-// (docs/design.md, "Whole networks").
+// A batch on T threads runs as lanes: each of min(T, batch) threads takes its share of the
+// images through the operations before the classifier (the first fc), its calls on one
+// thread; the classifier runs on the whole batch. In a lane, the first operations, whose
+// activations outweigh their weights, run image by image, so that one image's tensors stay
+// in the caches from op to op; the rest runs on all of the lane's images, which reads each
+// weight once for all of them (docs/design.md, "Whole networks").
 //
 // Memory: tensors share buffers by liveness (a buffer is reused once every reader of its
 // tensor has run), which keeps the working set small; a residual join takes over its
 // shortcut's buffer when the conv is the shortcut's last reader (the conv then adds in
 // place, GK_CONV_FLAG_ADD_TO_OUTPUT), and so does an add of its first dying operand, where
-// both hold as many images (one in the head, else the batch).
+// both hold as many images (one image, a lane's, or the batch).
 // Everything is allocated when the network is built: a run allocates nothing of its own.
 #pragma once
 #include <cstdint>
@@ -28,10 +30,15 @@ struct BuildOptions {
   gk_layout layout = GK_LAYOUT_NCHW8;  // of every image tensor after the input
   gk_conv_algo algo = GK_CONV_ALGO_AUTO;
   uint32_t conv_flags = 0;  // e.g. GK_CONV_FLAG_HIGH_ACCURACY
-  // Of a batch of more than one image, how many of the first operations run image by image
-  // (each image through all of them in turn) before the rest runs on the whole batch: -1
-  // chooses (Network::Impl::choose_head), 0 runs every operation on the whole batch.
+  // How many of the first operations run image by image in a lane (each of its images
+  // through all of them in turn) before the rest runs on all of its images: below 0
+  // chooses (Network::Impl::choose_head), 0 runs none image by image.
   int64_t image_by_image_ops = -1;
+  // Threads that each run their own share of a batch's images (a lane, on one thread): below
+  // 1 chooses (min(gk_get_num_threads(), batch)); 1 runs the batch as one, each op split
+  // between the threads (then no op runs image by image unless asked); more than the
+  // threads oversubscribe.
+  int64_t lanes = -1;
 };
 
 // Seconds spent per kind of operation in one run (when asked for).
@@ -49,13 +56,16 @@ class Network {
   Network& operator=(const Network&) = delete;
 
   // Plans every operation of `model` for `batch` images. false with a message on error.
+  // With several lanes it lowers gemmkit's thread setting to 1 while it plans the lanes'
+  // convolutions (restoring it after), so other threads' gemmkit calls meanwhile run on one.
   bool build(const Model& model, int64_t batch, const BuildOptions& options, std::string* error);
   // input: batch x C x H x W floats in NCHW; logits: batch x output features.
   bool run(const float* input, float* logits, std::string* error, RunProfile* profile = nullptr);
   int64_t output_features() const;
-  // How many of the first operations run image by image (0 when every one runs on the
-  // whole batch), for reports.
+  // How many of the first operations run image by image in a lane (0: none), for reports.
   int64_t image_by_image_ops() const;
+  // How many lanes run the batch (1: the batch as one).
+  int64_t lanes() const;
   // The algorithm each conv runs, in order ("winograd_f43", ...), for reports.
   std::vector<std::string> conv_algorithms() const;
   // The operations a run times in RunProfile::op_s, one line each: kind, model line, output

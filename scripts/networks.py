@@ -179,13 +179,13 @@ def bench_rows(a, name, model, batch, env):
             if eager_too:
                 model(x)
         gk, conv, other, nhwc, eager, ofi, cl = [], [], [], [], [], [], []
-        head = 0
+        head = lanes = 0
         for _ in range(rounds):  # each round measures every mode, in turn
             fields = gk_fields(a.gk_infer, path, in_path, gk_args["NCHW8"] + ["--time", "--rounds", str(reps)], env)
             gk.append(fields["median_ms"] / batch)
             conv.append(fields["conv_ms"] / batch)
             other.append(fields["other_ms"] / batch)
-            head = int(fields["image_by_image_ops"])
+            head, lanes = int(fields["image_by_image_ops"]), int(fields["lanes"])
             fields = gk_fields(a.gk_infer, path, in_path, gk_args["NHWC"] + ["--time", "--rounds", str(reps)], env)
             nhwc.append(fields["median_ms"] / batch)
             if eager_too:
@@ -196,7 +196,7 @@ def bench_rows(a, name, model, batch, env):
         nan = float("nan")
         row = dict(net=name, batch=batch, threads=threads, gemmkit_ms=m(gk), conv_ms=m(conv), other_ms=m(other),
                    eager_ms=m(eager) if eager else nan, ofi_ms=m(ofi), best_gemmkit_ms=min(gk), nhwc_ms=m(nhwc),
-                   channels_last_ms=m(cl), image_by_image_ops=head)
+                   channels_last_ms=m(cl), image_by_image_ops=head, lanes=lanes)
         # The batch table sets batch 8 against batch 1 without eager NCHW (not timed at batch 8).
         row["fast_torch_ms"] = min(row["ofi_ms"], row["channels_last_ms"])
         best_torch = min(v for v in (row["eager_ms"], row["fast_torch_ms"]) if v == v)
@@ -221,7 +221,7 @@ def batch_lines(rows):
         if r["batch"] == 1 or one is None:
             continue
         lines.append(f"| {r['net']} | {r['threads']} | {r['batch']} | {r['gemmkit_ms']:.2f} | "
-                     f"{r['gemmkit_ms'] / one['gemmkit_ms']:.2f} | {r['image_by_image_ops']} | {r['nhwc_ms']:.2f} | "
+                     f"{r['gemmkit_ms'] / one['gemmkit_ms']:.2f} | {r['lanes']} | {r['image_by_image_ops']} | {r['nhwc_ms']:.2f} | "
                      f"{r['nhwc_ms'] / one['nhwc_ms']:.2f} | {r['fast_torch_ms']:.2f} | "
                      f"{r['fast_torch_ms'] / one['fast_torch_ms']:.2f} | {r['vs_best_torch']:.2f} |")
     if not lines:
@@ -229,12 +229,12 @@ def batch_lines(rows):
     return ["", "## Batches: ms per image against batch 1", "",
             "Per image: a batch pass's median ms over its images (2 rounds fewer and 2 passes fewer than at batch 1, "
             "at least 2 of each). b / b1: against the same mode's batch 1 (<= 1: the batch costs no more per image). "
-            "gemmkit runs its first ops image by image on one thread (`image_by_image_ops`, gk-infer's "
-            "`--image-by-image-ops`). PyTorch: the faster of optimize_for_inference and channels_last, at either "
+            "gemmkit runs a batch as lanes, a thread each with its share of the images (gk-infer's `--lanes`), "
+            "and in a lane its first ops image by image (`image_by_image_ops`, `--image-by-image-ops`). PyTorch: the faster of optimize_for_inference and channels_last, at either "
             "batch; ratio = gemmkit NCHW8 / that.", "",
-            "| network | threads | batch | gemmkit NCHW8 | b / b1 | image-by-image ops | gemmkit NHWC | b / b1 "
+            "| network | threads | batch | gemmkit NCHW8 | b / b1 | lanes | image-by-image ops | gemmkit NHWC | b / b1 "
             "| PyTorch fastest | b / b1 | ratio |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"] + lines
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"] + lines
 
 
 def bench(a):

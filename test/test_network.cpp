@@ -6,6 +6,7 @@
 
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -352,9 +353,10 @@ void expect_network_matches(const std::string& bytes, const char* name) {
 }
 
 // A batch whose first operations run image by image (BuildOptions::image_by_image_ops):
-// cut after every operation in turn, in every layout, on 1 and 2 threads, the logits match
-// the reference; the runner's own choice cuts somewhere on one thread and nowhere on two
-// or at batch 1.
+// cut after every operation in turn, in every layout, in one lane and in several (each
+// lane a thread with its share of the images, BuildOptions::lanes), the logits match the
+// reference; the runner's own choice cuts somewhere where a lane has several images, and
+// nowhere at batch 1 or one image a lane.
 void expect_every_head_matches(const std::string& bytes, const char* name, bool chooses_a_head) {
   const std::string path = write_temp(name, bytes);
   Model model;
@@ -367,22 +369,33 @@ void expect_every_head_matches(const std::string& bytes, const char* name, bool 
   double scale = 0;
   for (double v : want) scale = std::max(scale, std::fabs(v));
   const gk_layout layouts[] = {GK_LAYOUT_NCHW8, GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW4, GK_LAYOUT_NCHW16};
+  // Threads and lanes: one lane; two lanes of 1 and 2 images (a plan for each share); the
+  // batch as one on two threads (no head by choice); three lanes of one image (none either).
+  const struct {
+    int threads;
+    int64_t lanes, want_lanes;
+  } runs[] = {{1, -1, 1}, {2, -1, 2}, {2, 1, 1}, {4, -1, 3}};
   for (gk_layout layout : layouts)
-    for (int threads : {1, 2}) {
-      gk_set_num_threads(threads);
+    for (const auto& run : runs) {
+      gk_set_num_threads(run.threads);
       gknet::BuildOptions opt;
       opt.layout = layout;
       opt.conv_flags = GK_CONV_FLAG_HIGH_ACCURACY;
+      opt.lanes = run.lanes;
       gknet::Network chosen;
       ASSERT_TRUE(chosen.build(model, batch, opt, &error)) << error;
-      if (threads == 1) EXPECT_EQ(chosen.image_by_image_ops() > 0, chooses_a_head) << name;
-      else EXPECT_EQ(chosen.image_by_image_ops(), 0) << name;
+      EXPECT_EQ(chosen.lanes(), run.want_lanes);
+      EXPECT_EQ(gk_get_num_threads(), run.threads) << "the lanes' planning restores the setting";
+      const bool several_images_a_lane = batch > run.want_lanes, one_thread_a_lane = run.threads == 1 || run.lanes != 1;
+      EXPECT_EQ(chosen.image_by_image_ops() > 0, chooses_a_head && several_images_a_lane && one_thread_a_lane) << name;
       gknet::Network one_image;
       ASSERT_TRUE(one_image.build(model, 1, opt, &error)) << error;
       EXPECT_EQ(one_image.image_by_image_ops(), 0);
+      EXPECT_EQ(one_image.lanes(), 1);
       for (int64_t head = 0;; ++head) {
-        SCOPED_TRACE(std::string(name) + " layout " + std::to_string(layout) + " threads " + std::to_string(threads) +
-                     " image by image " + std::to_string(head));
+        SCOPED_TRACE(std::string(name) + " layout " + std::to_string(layout) + " threads " +
+                     std::to_string(run.threads) + " lanes " + std::to_string(run.want_lanes) + " image by image " +
+                     std::to_string(head));
         opt.image_by_image_ops = head;
         gknet::Network net;
         ASSERT_TRUE(net.build(model, batch, opt, &error)) << error;
@@ -432,6 +445,28 @@ TEST(Network, ShuffleUnitsRunFusedAndMatchTheDoubleReference) {
   EXPECT_GT(profile.by_kind_s[int(gknet::OpKind::ConcatShuffleSplit)], 0.0);
   EXPECT_EQ(profile.by_kind_s[int(gknet::OpKind::Concat)], 0.0);
   EXPECT_EQ(profile.by_kind_s[int(gknet::OpKind::Shuffle)], 0.0);
+  // In two lanes the profile holds every op's time, scaled to the lanes' wall time: its
+  // total within the run's.
+  gk_set_num_threads(2);
+  gknet::Network lanes;
+  ASSERT_TRUE(lanes.build(model, 2, gknet::BuildOptions{}, &error)) << error;
+  ASSERT_EQ(lanes.lanes(), 2);
+  const std::vector<float> two = gktest::random_vector(2 * 3 * 9 * 10, 6, 0.0f, 1.0f);
+  std::vector<float> two_logits(10);
+  gknet::RunProfile lanes_profile;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(lanes.run(two.data(), two_logits.data(), &error, &lanes_profile)) << error;
+  const double run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  gk_set_num_threads(0);
+  EXPECT_GT(lanes_profile.conv_s, 0.0);
+  EXPECT_GT(lanes_profile.by_kind_s[int(gknet::OpKind::ConcatShuffleSplit)], 0.0);
+  EXPECT_LE(lanes_profile.conv_s + lanes_profile.other_s, run_s);
+  double ops_s = 0;
+  for (double t : lanes_profile.op_s) {
+    EXPECT_GT(t, 0.0);
+    ops_s += t;
+  }
+  EXPECT_NEAR(ops_s, lanes_profile.conv_s + lanes_profile.other_s, 1e-9 + 1e-6 * ops_s);
 }
 
 // ---------------------------------------------------------------- malformed models
@@ -535,9 +570,18 @@ TEST(Network, GkInferRunsAModelAndWritesItsLogits) {
   const int cut = run_gk_infer(model_path + " --input " + in + " --output " + out +
                                    " --threads 1 --image-by-image-ops 3 --time --rounds 1", &log);
   ASSERT_TRUE(WIFEXITED(cut) && WEXITSTATUS(cut) == 0) << log;
-  EXPECT_NE(log.find("image_by_image_ops=3\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("image_by_image_ops=3 lanes=1\n"), std::string::npos) << log;
   ASSERT_TRUE(gknet::read_npy(out, &logits, &error)) << error;
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(logits.data[i], want[i], 1e-3 * scale) << i;
+  // Two threads run the two images as two lanes by default, the batch as one when asked.
+  for (const char* lanes : {"", " --lanes 1", " --lanes 5"}) {
+    const int run = run_gk_infer(model_path + " --input " + in + " --output " + out + " --threads 2 --time --rounds 1" +
+                                     lanes, &log);
+    ASSERT_TRUE(WIFEXITED(run) && WEXITSTATUS(run) == 0) << log;
+    EXPECT_NE(log.find(std::string(lanes) == " --lanes 1" ? "lanes=1\n" : "lanes=2\n"), std::string::npos) << log;
+    ASSERT_TRUE(gknet::read_npy(out, &logits, &error)) << error;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(logits.data[i], want[i], 1e-3 * scale) << lanes << " " << i;
+  }
 }
 
 // --time-ops: a line per operation run (concat + shuffle fused), in order, as the runner
@@ -624,6 +668,11 @@ TEST(Network, GkInferRefusesBadInputWithAMessageAndNoCrash) {
     status = run_gk_infer(model_path + " --input " + dir + "ok.npy --image-by-image-ops " + ops, &log);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << log;
     EXPECT_NE(log.find("bad --image-by-image-ops"), std::string::npos) << log;
+  }
+  for (const char* lanes : {"0", "-2", "two"}) {
+    status = run_gk_infer(model_path + " --input " + dir + "ok.npy --lanes " + lanes, &log);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << log;
+    EXPECT_NE(log.find("bad --lanes"), std::string::npos) << log;
   }
   status = run_gk_infer("--input " + dir + "ok.npy", &log);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << log;
