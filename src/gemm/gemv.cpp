@@ -484,22 +484,30 @@ using GemvDot = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float*
 using GemvAxpy = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
                           const float*, float, float*, int64_t, int64_t, float*);
 
-// gemv_axpy for 1..kGemvMaxVectors vectors: a switch over the compile-time R.
-template <typename V, int R = 1>
-GK_INLINE void gemv_axpy_vectors(int64_t vectors, int64_t r0, int64_t r1, int64_t cols, float alpha,
-                                 const float* m, int64_t cs, const float* xp, float beta, float* y,
-                                 int64_t incy, int64_t ldy, float* sums) {
-  if constexpr (R < kGemvMaxVectors) {
-    if (vectors != R) {
-      gemv_axpy_vectors<V, R + 1>(vectors, r0, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);
-      return;
-    }
-  }
-  gemv_axpy<V, R>(r0, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);
-}
-
 // One instance of each loop per ISA; the always-inline bodies take the caller's target.
+// gemv_axpy takes one function per vector count: inlined into one, the counts' loops shared
+// an 8 KB stack frame and kept their loop variables there (3350x1x1, A transposed, ran
+// 0.52 us against BLIS's 0.45).
 #define GK_GEMV_VARIANT(suffix, target_attr, vec)                                            \
+  template <int R>                                                                           \
+  target_attr __attribute__((noinline)) void gemv_axpy_r_##suffix(                           \
+      int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m, int64_t cs,         \
+      const float* xp, float beta, float* y, int64_t incy, int64_t ldy, float* sums) {       \
+    gemv_axpy<vec, R>(r0, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);             \
+  }                                                                                          \
+  template <int R = 1>                                                                       \
+  target_attr void gemv_axpy_vectors_##suffix(int64_t vectors, int64_t r0, int64_t r1,       \
+                                              int64_t cols, float alpha, const float* m,     \
+                                              int64_t cs, const float* xp, float beta,       \
+                                              float* y, int64_t incy, int64_t ldy,           \
+                                              float* sums) {                                 \
+    if constexpr (R < kGemvMaxVectors) {                                                     \
+      if (vectors != R)                                                                      \
+        return gemv_axpy_vectors_##suffix<R + 1>(vectors, r0, r1, cols, alpha, m, cs, xp,    \
+                                                 beta, y, incy, ldy, sums);                  \
+    }                                                                                        \
+    gemv_axpy_r_##suffix<R>(r0, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);       \
+  }                                                                                          \
   target_attr void gemv_dot_##suffix(int64_t vectors, int64_t r0, int64_t r1, int64_t cols,  \
                                      float alpha, const float* m, int64_t rs, const float* x, \
                                      int64_t xs, float beta, float* y, int64_t incy,         \
@@ -511,7 +519,7 @@ GK_INLINE void gemv_axpy_vectors(int64_t vectors, int64_t r0, int64_t r1, int64_
                                       float alpha, const float* m, int64_t cs,               \
                                       const float* xp, float beta, float* y, int64_t incy,   \
                                       int64_t ldy, float* sums) {                            \
-    gemv_axpy_vectors<vec>(vectors, r0, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums); \
+    gemv_axpy_vectors_##suffix(vectors, r0, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums); \
   }
 
 GK_GEMV_VARIANT(portable, , v4)
