@@ -29,6 +29,13 @@ typedef enum {
  * Calls made inside an OpenMP parallel region, and calls in a child forked from a
  * threaded parent (libgomp is not fork-safe), always run on one thread. */
 void gk_set_num_threads(int n);
+/* The threads of this calling thread's following calls, whatever the process setting
+ * (MKL's mkl_set_num_threads_local, OpenBLAS's openblas_set_num_threads_local): n >= 1 sets
+ * it, n < 1 returns the thread to the process setting. Returns the thread's previous local
+ * setting (0: none), so a caller can restore it. Other threads are unaffected. */
+int gk_set_num_threads_local(int n);
+/* The threads this calling thread's next call may use: its local setting, else the
+ * process's. */
 int gk_get_num_threads(void);
 
 /* One line describing what runs: ISA and kernel, MR x NR, MC/KC/NC, detected caches,

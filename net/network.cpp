@@ -425,21 +425,23 @@ void Network::Impl::fill_parts(size_t i, const Pass& p) {
 // A plan per conv for the images it runs on: one in the head, a lane's after it (and
 // where the lanes' shares differ, one fewer), the batch after the lanes. The lanes' convs
 // are planned on one thread, as they run: the setting is lowered while they are made
-// (Fast-Run measures, and keys its cache, by it).
+// (Fast-Run measures, and keys its cache, by it), through this thread's local setting, so
+// other threads' calls meanwhile keep theirs.
 bool Network::Impl::make_plans(std::string* error) {
   plans.resize(ops.size());
   short_plans.resize(ops.size());
   const bool uneven = batch % lanes != 0;
-  struct RestoreThreads {  // also when an allocation throws
+  struct RestoreLocalThreads {  // also when an allocation throws
     int threads = gk_get_num_threads();
-    ~RestoreThreads() { gk_set_num_threads(threads); }
+    int local = gk_set_num_threads_local(threads);
+    ~RestoreLocalThreads() { gk_set_num_threads_local(local); }
   } setting;
   const int threads = setting.threads;
   bool ok = true;
   for (size_t i = 0; ok && i < ops.size(); ++i) {
     const Op& op = *ops[i];
     if (op.kind != OpKind::Conv) continue;
-    gk_set_num_threads(i < lanes_end && lanes > 1 ? 1 : threads);
+    gk_set_num_threads_local(i < lanes_end && lanes > 1 ? 1 : threads);
     gk_conv_desc d = op.conv;
     d.layout = options.layout;
     d.flags = options.conv_flags;

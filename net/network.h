@@ -56,8 +56,9 @@ class Network {
   Network& operator=(const Network&) = delete;
 
   // Plans every operation of `model` for `batch` images. false with a message on error.
-  // With several lanes it lowers gemmkit's thread setting to 1 while it plans the lanes'
-  // convolutions (restoring it after), so other threads' gemmkit calls meanwhile run on one.
+  // With several lanes it plans the lanes' convolutions on one thread through the calling
+  // thread's local setting (gk_set_num_threads_local), restored after; other threads'
+  // settings are untouched.
   bool build(const Model& model, int64_t batch, const BuildOptions& options, std::string* error);
   // input: batch x C x H x W floats in NCHW; logits: batch x output features.
   bool run(const float* input, float* logits, std::string* error, RunProfile* profile = nullptr);

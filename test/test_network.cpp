@@ -6,6 +6,8 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gemm_test_util.h"
@@ -386,6 +389,7 @@ void expect_every_head_matches(const std::string& bytes, const char* name, bool 
       ASSERT_TRUE(chosen.build(model, batch, opt, &error)) << error;
       EXPECT_EQ(chosen.lanes(), run.want_lanes);
       EXPECT_EQ(gk_get_num_threads(), run.threads) << "the lanes' planning restores the setting";
+      EXPECT_EQ(gk_set_num_threads_local(0), 0) << "the lanes' planning restores the thread's local setting";
       const bool several_images_a_lane = batch > run.want_lanes, one_thread_a_lane = run.threads == 1 || run.lanes != 1;
       EXPECT_EQ(chosen.image_by_image_ops() > 0, chooses_a_head && several_images_a_lane && one_thread_a_lane) << name;
       gknet::Network one_image;
@@ -416,6 +420,33 @@ TEST(Network, BatchesCutIntoImageByImageOpsAnywhereMatchTheDoubleReference) {
   expect_every_head_matches(pooled_classifier_model(12), "pooled_heads.gk", true);
   expect_every_head_matches(shuffle_units_model(13), "shuffle_units_heads.gk", true);
   expect_every_head_matches(joins_model(15), "joins_heads.gk", true);
+}
+
+// Planning the lanes' convs on one thread lowers only the building thread's setting: a
+// thread polling its own through the builds never sees it lowered.
+TEST(Network, BuildingLanesLeavesOtherThreadsSettingAlone) {
+  Model model;
+  std::string error;
+  ASSERT_TRUE(gknet::load_model(write_temp("lanes_setting.gk", shuffle_units_model(13)), &model, &error)) << error;
+  gk_set_num_threads(2);
+  std::atomic<bool> done{false};
+  std::atomic<int> lowest{1 << 20}, polls{0};
+  std::thread poller([&] {
+    while (!done.load()) {
+      lowest = std::min(lowest.load(), gk_get_num_threads());
+      ++polls;
+    }
+  });
+  for (int i = 0; i < 20; ++i) {
+    gknet::Network net;
+    ASSERT_TRUE(net.build(model, 2, gknet::BuildOptions{}, &error)) << error;
+    ASSERT_EQ(net.lanes(), 2);
+  }
+  done = true;
+  poller.join();
+  gk_set_num_threads(0);
+  EXPECT_GT(polls.load(), 0);
+  EXPECT_EQ(lowest.load(), 2);
 }
 
 TEST(Network, EveryOperationMatchesTheDoubleReferenceInEveryLayout) {

@@ -41,6 +41,31 @@ TEST(Threads, SeveralUserThreadsAtOnce) {
   gk_set_num_threads(0);
 }
 
+// gk_set_num_threads_local: the calling thread's calls only, over the process setting
+// both ways, returning the previous local setting; n < 1 returns to the process's.
+TEST(Threads, LocalSettingCountsForTheCallingThreadOnly) {
+  gk_set_num_threads(3);
+  EXPECT_EQ(gk_set_num_threads_local(1), 0);
+  EXPECT_EQ(gk_get_num_threads(), 1);
+  EXPECT_EQ(gk::threads_for(1e12), 1);
+  int other_threads = 0, other_split = 0;
+  std::thread([&] { other_threads = gk_get_num_threads(), other_split = gk::threads_for(1e12); }).join();
+  EXPECT_EQ(other_threads, 3);
+  EXPECT_EQ(other_split, 3);
+  gk_set_num_threads(4);  // the process setting moves; the local one holds
+  EXPECT_EQ(gk_get_num_threads(), 1);
+  EXPECT_EQ(gk_set_num_threads_local(2), 1);
+  EXPECT_EQ(gk::threads_for(1e12), 2);
+  EXPECT_TRUE(square_product_is_correct(300, 9));
+  int local_in_new_thread = -1;
+  std::thread([&] { local_in_new_thread = gk_set_num_threads_local(0); }).join();
+  EXPECT_EQ(local_in_new_thread, 0) << "a new thread starts on the process setting";
+  EXPECT_EQ(gk_set_num_threads_local(-5), 2);
+  EXPECT_EQ(gk_get_num_threads(), 4);
+  EXPECT_EQ(gk_set_num_threads_local(0), 0);
+  gk_set_num_threads(0);
+}
+
 TEST(Threads, InsideUserParallelRegionRunsSingleThreaded) {
   gk_set_num_threads(2);
   int ok = 0, nested_threads = 0;

@@ -293,7 +293,12 @@ struct ForkGuardRegistration {
 } g_fork_guard_registration;
 }  // namespace
 
+namespace {
+thread_local int t_local_threads = 0;  // 0: the process setting (gk_set_num_threads_local)
+}
+
 int max_threads() {
+  if (t_local_threads > 0) return t_local_threads;
   int n = g_max_threads.load(std::memory_order_relaxed);
   if (n == 0) {
     n = default_threads();
@@ -332,6 +337,12 @@ __attribute__((visibility("default"))) void gk_set_num_threads(int n) {
     gk::set_max_threads(n);
     return GK_OK;
   });
+}
+
+__attribute__((visibility("default"))) int gk_set_num_threads_local(int n) {
+  const int previous = gk::t_local_threads;
+  gk::t_local_threads = n < 1 ? 0 : n;
+  return previous;
 }
 
 __attribute__((visibility("default"))) int gk_get_num_threads(void) {
