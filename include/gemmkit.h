@@ -24,8 +24,9 @@ typedef enum {
   GK_ERR_INTERNAL
 } gk_status;
 
-/* Threads used by every following call from any thread of the process. n < 1 restores
- * the default (GEMMKIT_NUM_THREADS, then OMP_NUM_THREADS, then the number of CPUs).
+/* Threads used by every following call from any thread of the process (but threads with
+ * a local setting, below). n < 1 restores the default (GEMMKIT_NUM_THREADS, then
+ * OMP_NUM_THREADS, then the number of CPUs).
  * Calls made inside an OpenMP parallel region, and calls in a child forked from a
  * threaded parent (libgomp is not fork-safe), always run on one thread. */
 void gk_set_num_threads(int n);
@@ -34,8 +35,9 @@ void gk_set_num_threads(int n);
  * it, n < 1 returns the thread to the process setting. Returns the thread's previous local
  * setting (0: none), so a caller can restore it. Other threads are unaffected. */
 int gk_set_num_threads_local(int n);
-/* The threads this calling thread's next call may use: its local setting, else the
- * process's. */
+/* The calling thread's setting: its local one, else the process's; 1 in a child forked
+ * from a threaded parent. (A call inside an OpenMP parallel region runs on one thread
+ * whatever it says.) */
 int gk_get_num_threads(void);
 
 /* One line describing what runs: ISA and kernel, MR x NR, MC/KC/NC, detected caches,
@@ -224,7 +226,8 @@ gk_status gk_conv_run(const gk_conv_plan *plan, const float *input, float *outpu
  * Every buffer the run uses is in it, the GEMM packing buffers of the GEMM-based algorithms
  * included, so it allocates nothing, from its first call on (OpenMP itself may allocate the
  * first time a thread opens a parallel region). It runs on at most the thread count the
- * plan was created with (a later gk_set_num_threads lowers it, never raises it). */
+ * plan was created with (a later gk_set_num_threads or gk_set_num_threads_local lowers it,
+ * never raises it). */
 gk_status gk_conv_run_with_workspace(const gk_conv_plan *plan, const float *input, float *output,
                                      void *workspace, int64_t workspace_bytes);
 const char *gk_conv_plan_algo_name(const gk_conv_plan *plan);

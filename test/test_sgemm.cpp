@@ -183,6 +183,8 @@ TEST(Sgemm, MatrixVectorShapes) {
     // a multiple of 16.
     const int64_t threaded_k = std::max<int64_t>(
         531, gk::round_up(gk::active_config().paths.gemv_threads_min_matrix_bytes / (259 * 4) + 1, 16) + 3);
+    // Rows of one column past that size, a multiple of 16.
+    const int64_t threaded_rows = gk::round_up(gk::active_config().paths.gemv_threads_min_matrix_bytes / 4 + 1, 16);
     for (int threads : {1, 2}) {
       gk_set_num_threads(threads);
       for (bool rm : {false, true})
@@ -193,6 +195,14 @@ TEST(Sgemm, MatrixVectorShapes) {
               ASSERT_TRUE(run_case({1, 333, 77, rm, ta, tb, -1.5f, beta, 2}));
               ASSERT_TRUE(run_case({7, 1, 1, rm, ta, tb, 1.0f, beta, 1}));
               ASSERT_TRUE(run_case({1, 1, 129, rm, ta, tb, 1.0f, beta, 0}));
+              // K of 1 to 7: the axpy form's own loop for one or two columns (beta 0 into
+              // contiguous rows), also past the size that splits the rows between threads;
+              // the dot form's for rows of 1-7 floats. Tails of 6, 13, 3, 5 and 11 rows.
+              ASSERT_TRUE(run_case({3350, 1, 1, rm, ta, tb, 1.5f, beta, 0}));
+              ASSERT_TRUE(run_case({1, 1037, 2, rm, ta, tb, -0.5f, beta, 1}));
+              for (int64_t k = 1; k <= 2; ++k)
+                ASSERT_TRUE(run_case({threaded_rows / k + 5, 1, k, rm, ta, tb, 1.0f, beta, 0}));
+              for (int64_t k = 3; k <= 7; ++k) ASSERT_TRUE(run_case({611, 1, k, rm, ta, tb, 1.0f, beta, k % 2}));
               // Large enough for two threads; every tail: rows % 4, % 16 and % 32, columns
               // % 8 and % 16, a row split between threads.
               ASSERT_TRUE(run_case({259, 1, threaded_k, rm, ta, tb, 0.5f, beta, 3}));
@@ -681,6 +691,39 @@ TEST(Sgemm, TinyPathStaysInsideItsOperands) {
             }
             ASSERT_NEAR(c.data()[i * n + j], exact, (k + 4) * FLT_EPSILON * magnitude) << "C(" << i << "," << j << ")";
           }
+      }
+  gk_set_num_threads(0);
+}
+
+// The axpy form's last 1-3 rows (under a 4-float vector) read every column but the last
+// as a vector reaching past them; the last column, where the caller's matrix may end, alone:
+// A^T's columns packed (lda == m) up to a PROT_NONE page, K of 2 to 5, beta 0 and not.
+TEST(Sgemm, MatrixVectorLastRowsStayInsideTheMatrix) {
+  gk_set_num_threads(1);
+  for (int64_t m : {17, 18, 19, 35, 5, 6, 7})
+    for (int64_t k = 2; k <= 5; ++k)
+      for (float beta : {0.0f, 0.5f}) {
+        SCOPED_TRACE("m=" + std::to_string(m) + " k=" + std::to_string(k) + " beta=" + std::to_string(beta));
+        gktest::GuardedFloats a{size_t(k * m)}, b{size_t(k)}, c{size_t(m)};
+        if (!a.data() || !b.data() || !c.data()) return;
+        const std::vector<float> av = gktest::random_vector(a.size(), 13), bv = gktest::random_vector(b.size(), 14);
+        std::copy(av.begin(), av.end(), a.data());
+        std::copy(bv.begin(), bv.end(), b.data());
+        std::fill(c.data(), c.data() + c.size(), beta == 0.0f ? gktest::kNaN : 2.0f);
+        // Row-major C = A^T B: A is k x m, its rows (A^T's columns) m floats apart.
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(m), 1, int(k), 1.0f, a.data(), int(m), b.data(), 1,
+                    beta, c.data(), 1);
+        const gk::GemmPath ran = gk::last_gemm_path();
+        EXPECT_TRUE(ran == gk::GemmPath::GemvRows || ran == gk::GemmPath::GemvColumns) << gk::path_name(ran);
+        for (int64_t i = 0; i < m; ++i) {
+          double exact = beta * 2.0, magnitude = std::fabs(exact);
+          for (int64_t p = 0; p < k; ++p) {
+            const double prod = double(av[size_t(p * m + i)]) * bv[size_t(p)];
+            exact += prod;
+            magnitude += std::fabs(prod);
+          }
+          ASSERT_NEAR(c.data()[i], exact, (k + 4) * FLT_EPSILON * magnitude) << "C(" << i << ")";
+        }
       }
   gk_set_num_threads(0);
 }

@@ -62,7 +62,12 @@ TEST(Threads, LocalSettingCountsForTheCallingThreadOnly) {
   EXPECT_EQ(local_in_new_thread, 0) << "a new thread starts on the process setting";
   EXPECT_EQ(gk_set_num_threads_local(-5), 2);
   EXPECT_EQ(gk_get_num_threads(), 4);
-  EXPECT_EQ(gk_set_num_threads_local(0), 0);
+  gk_set_num_threads(1);  // a local setting above the process's
+  EXPECT_EQ(gk_set_num_threads_local(2), 0);
+  EXPECT_EQ(gk_get_num_threads(), 2);
+  EXPECT_EQ(gk::threads_for(1e12), 2);
+  EXPECT_EQ(gk_set_num_threads_local(0), 2);
+  EXPECT_EQ(gk::threads_for(1e12), 1);
   gk_set_num_threads(0);
 }
 
