@@ -145,8 +145,9 @@ TEST(ReliabilityVerbose, OneLinePerCallShapeRateLimited) {
   for (int i = 0; i < 3; ++i)
     EXPECT_EQ(count_of(few.output, "sgemm 8x" + std::to_string(8 + i) + "x8 (m x n x k, row-stored): path "), 1)
         << few.output;
-  // A GEMV within gemv_threads_min_matrix_bytes runs on one thread, as does one of 61 rows.
-  const int64_t gemv_alone_bytes = gk::active_config().paths.gemv_threads_min_matrix_bytes;
+  // A GEMV in axpy form (both of these) within gemv_axpy_threads_min_matrix_bytes runs on
+  // one thread, as does one of 61 rows.
+  const int64_t gemv_alone_bytes = gk::active_config().paths.gemv_axpy_threads_min_matrix_bytes;
   const bool small_gemv_alone = 300 * 300 * 4 <= gemv_alone_bytes, large_gemv_alone = 2048 * 1024 * 4 <= gemv_alone_bytes;
   EXPECT_EQ(count_of(few.output, ", 1 thread: "), 3 + small_gemv_alone + large_gemv_alone + 1) << few.output;
   const std::string kernel = std::string(", kernel ") + gk_kernel_name() + " ";

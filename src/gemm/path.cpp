@@ -56,6 +56,14 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // 512x1x256 (512 KiB) 44 / 26, 342x1x148 NT 36 / 14, 512x1x512 (1 MiB) 34 / 32,
   // 1024x1x512 30 / 35, 4096x1x1024 18 / 40.
   l.gemv_threads_min_matrix_bytes = c.l2 / 2;
+  // One vector in axpy form (the matrix's columns contiguous): each thread takes a range of
+  // every column's rows, shorter runs than one thread's whole columns, and one core streams
+  // the matrix from L2 and L3 faster than two up to 8 L2s. Zen 5 VM (1 MiB L2), us 1 / 2
+  // threads, matrix hot / after 64 MiB of other data: 1050x1x287 TN (1.2 MiB) 12.9 / 18.8-
+  // 20.6, 13.1 / 15.6-16.5; 1x2000x500 NN (3.8 MiB) 48-49 / 61-67, 46 / 53; 2048x1x1024
+  // TN (8 MiB) 92-96 / 109-114; 4096x1x1024 TN 265-276 / 194-195; 4096x1x2048 800-889 /
+  // 426-437. (The dot form gains from 2 MiB: 2048x1x512 NN 65-66 / 62.)
+  l.gemv_axpy_threads_min_matrix_bytes = 8 * c.l2;
   // Past L2 a GEMV's rows come from L3 or memory: there it reads them one after another
   // while the vector stays in L1 beside a row (gemv.cpp, gemv_dot). Within L2, and with
   // longer rows, four rows at a time share each load of the vector. 1x1000x1024 NT, one
@@ -170,10 +178,13 @@ bool few_vectors_serve(const PathLimits& l, const MatrixView& mat, int64_t rows,
   return mat.cs == 1 && k >= dot_min_k;
 }
 
-// A GEMV's threads: one while the matrix is within gemv_threads_min_matrix_bytes, and no
-// more than it has row units (61x1x2651 NT ran all on one thread, at half speed with two).
-int gemv_threads(const PathLimits& l, int64_t rows, int64_t cols) {
-  if (rows * cols * static_cast<int64_t>(sizeof(float)) <= l.gemv_threads_min_matrix_bytes) return 1;
+// A GEMV's threads: one while the matrix is within gemv_threads_min_matrix_bytes (one
+// vector in axpy form: gemv_axpy_threads_min_matrix_bytes), and no more than it has row
+// units (61x1x2651 NT ran all on one thread, at half speed with two).
+int gemv_threads(const PathLimits& l, int64_t rows, int64_t cols, const MatrixView& mat, int64_t vectors) {
+  const bool one_axpy = vectors == 1 && mat.rs == 1;
+  const int64_t alone = one_axpy ? l.gemv_axpy_threads_min_matrix_bytes : l.gemv_threads_min_matrix_bytes;
+  if (rows * cols * static_cast<int64_t>(sizeof(float)) <= alone) return 1;
   return static_cast<int>(std::min<int64_t>(threads_for(32.0 * rows * cols), ceil_div(rows, kGemvRowUnit)));
 }
 
@@ -202,16 +213,17 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
   const int64_t m = p.m, n = p.n, k = p.k;
   // A matrix times one vector, or a few whose matrix has contiguous columns, is
   // memory-bound: the matrix is streamed once. A second core's share of L3 bandwidth pays
-  // off past half of L2 (gemv_threads; on the Xeon 1000x512 ran 1.4x faster on 2 threads).
+  // off past half of L2, for one vector in axpy form past 8 L2s (gemv_threads; on the Xeon
+  // 1000x512 ran 1.4x faster on 2 threads).
   // Few rows of C against B's columns contiguous (a batch of images times a layer's weights,
   // X W^T) take the dot form too: the packed path transposes B as it packs, and ran
   // 8x4096x25088 at 25 GFLOP/s, 5x1000x2048 at 19 (now 45 and 75). Few columns against A's
   // rows contiguous keep the in-place-A path (4096x8x4096 68 GFLOP/s there, 48 in dot form).
   if (gemv_serves(l, m, k, a, n, false) && (n == 1 || m > n))
-    return {GemmPath::GemvColumns, gemv_threads(l, m, k),
+    return {GemmPath::GemvColumns, gemv_threads(l, m, k, a, n),
             n == 1 ? "one column of C: A streamed once" : "few columns of C, A past L2 with contiguous columns"};
   if (gemv_serves(l, n, k, b.transposed(), m, true))
-    return {GemmPath::GemvRows, gemv_threads(l, n, k),
+    return {GemmPath::GemvRows, gemv_threads(l, n, k, b.transposed(), m),
             m == 1 ? "one row of C: B streamed once" : "few rows of C, B past L2 with contiguous rows"};
   const int threads = threads_for(2.0 * m * n * k);
   if (threads == 1 && dots_serve(l, p, a, b))
