@@ -61,9 +61,10 @@ void note_no_heap_fallback(const char* what, int64_t floats);
 int64_t no_heap_fallbacks();
 int64_t thread_no_heap_fallbacks();  // the calling thread's
 
-// Thread policy. max_threads(): the calling thread's local setting, else the process's. threads_for(work): how many threads
-// a call with `flops` floating-point operations should use right now, respecting
-// nesting (1 inside a parallel region) and fork safety (1 in a child of a threaded parent).
+// Thread policy. max_threads(): the calling thread's local setting, else the process's.
+// threads_for(work): how many threads a call with `flops` floating-point operations
+// should use right now, respecting nesting (1 inside a parallel region) and fork safety
+// (1 in a child of a threaded parent).
 int max_threads();
 void set_max_threads(int n);
 // Each extra thread needs ~0.8 MFLOP of GEMM work to pay for waking it and splitting the

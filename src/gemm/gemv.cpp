@@ -420,9 +420,10 @@ GK_INLINE void gemv_axpy_rows(int64_t i0, int64_t i1, int64_t c0, int64_t cols, 
 
 // Rows [i, rows), fewer than a vector of V, over all the columns: a vector of half the
 // width while one fits, then under 4 rows one 4-float vector reaching past them where the
-// column stride is 4 or more and there are 2 columns or more, else single rows (two chains
-// each, even and odd columns), their sums in registers. Through `sums` in memory each product waited on the store of the one
-// before: 1x10x41 (10 rows, no whole 16-float vector) ran at 0.08x OpenBLAS.
+// column stride is 4 or more and there are 2 columns or more, else single rows (two
+// chains each, even and odd columns), their sums in registers. Through `sums` in memory
+// each product waited on the store of the one before: 1x10x41 (10 rows, no whole 16-float
+// vector) ran at 0.08x OpenBLAS.
 template <typename V, int R>
 GK_INLINE void gemv_axpy_tail(int64_t i, int64_t rows, int64_t cols, float alpha, const float* m, int64_t cs,
                               const float* xp, float beta, float* y0, int64_t incy, int64_t ldy) {
@@ -483,10 +484,10 @@ GK_INLINE void gemv_axpy_tail(int64_t i, int64_t rows, int64_t cols, float alpha
   }
 }
 
-// One right-hand vector (R == 1) over one or two columns into a contiguous Y (beta == 0): the rows' whole
-// vectors in a loop of its own, with nothing else live (in the general one GCC kept the
-// loop's pointers on the stack: 3350x1x1 with A transposed ran 0.43 us against BLIS's
-// 0.35). Returns the rows done.
+// One right-hand vector (R == 1) over one or two columns into a contiguous Y (beta ==
+// 0): the rows' whole vectors in a loop of its own, with nothing else live (in the general
+// one GCC kept the loop's pointers on the stack: 3350x1x1 with A transposed ran 0.43 us
+// against BLIS's 0.35). Returns the rows done.
 template <typename V>
 GK_INLINE int64_t gemv_axpy_one_or_two_columns(int64_t rows, int64_t cols, float alpha, const float* m, int64_t cs,
                                                const float* xp, float* y) {
