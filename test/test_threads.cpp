@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -107,23 +108,28 @@ TEST(Threads, ForkedChildOfThreadedParentStaysCorrect) {
 
 // More threads than this machine has cores (4, 8 and 16: the thread grids a larger server
 // gets): every threaded path, both layouts, against the reference: the packed driver with
-// a shared B block (M past MC) and per panel, in-place A, tiny-narrow and GEMV; sizes
-// large enough that every thread gets work (threads_for), with tails in every dimension.
+// M past MC, its B block shared or one per thread (private_b_max_bytes), and per panel,
+// in-place A, tiny-narrow and GEMV; sizes large enough that every thread gets work
+// (threads_for), with tails in every dimension.
 TEST(Threads, ManyThreadsOnEveryThreadedPath) {
   const gk::KernelConfig& cfg = gk::active_config();
   const int64_t mr = cfg.kernel->mr, nr = cfg.kernel->nr;
+  // B columns whose KC x N block is within private_b_max_bytes, and past it.
+  const int64_t private_columns = cfg.paths.private_b_max_bytes / (4 * cfg.kc);
   struct Shape {
     int64_t m, n, k;
     bool ta, tb;
   };
   const Shape shapes[] = {
-      {2 * cfg.mc + 3 * mr + 1, 5 * nr + 3, cfg.kc + 17, true, false},   // packed, shared B block
+      {2 * cfg.mc + 3 * mr + 1, std::max(5 * nr, private_columns + nr) + 3, cfg.kc + 17, true, false},  // packed, shared B block
+      {2 * cfg.mc + mr + 5, std::max(nr, private_columns / nr * nr - nr) + 3, cfg.kc + 17, true, false},  // a B block per thread
       {3 * mr + 1, 40 * nr + 5, 301, true, false},                          // packed per panel
       {997, 49, 1153, false, false},                                        // in-place A (where it serves)
       {4001, 19, 333, true, true},                                          // tiny-narrow on x86-64
       {3001, 1, 2003, false, false},                                        // GEMV
   };
   std::set<gk::GemmPath> ran;
+  std::set<bool> private_b;  // the packed driver's B blocks: one per thread, shared
   for (int threads : {4, 8, 16}) {
     gk_set_num_threads(threads);
     for (const Shape& s : shapes)
@@ -139,11 +145,15 @@ TEST(Threads, ManyThreadsOnEveryThreadedPath) {
             << threads << " threads, " << s.m << "x" << s.n << "x" << s.k << (row_major ? " row-major" : " col-major")
             << ", ran " << gk::path_name(gk::last_gemm_path());
         ran.insert(gk::last_gemm_path());
+        if (row_major && gk::last_gemm_path() == gk::GemmPath::PackedSharedB)
+          private_b.insert(gk::packing_sizes(s.m, s.n, s.k, false, cfg).private_b);
       }
   }
   gk_set_num_threads(0);
   for (gk::GemmPath path : {gk::GemmPath::PackedSharedB, gk::GemmPath::PackedPerPanel, gk::GemmPath::GemvColumns})
     EXPECT_TRUE(ran.count(path)) << gk::path_name(path) << " never ran";
+  EXPECT_TRUE(private_b.count(true)) << "no B block packed per thread";
+  EXPECT_TRUE(private_b.count(false)) << "no shared B block";
 }
 
 // The thread grid takes the most row ways within 1/32 of the least tiles per thread any

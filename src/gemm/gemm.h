@@ -175,6 +175,7 @@ struct PathLimits {
   int64_t in_place_a_min_columns = 0; // below, the packed path wins (AVX-512's 8-wide kernel)
   int64_t in_place_a_max_staged = 0;  // floats of the staged C'
   int64_t b_in_place_min_panel_bytes = 0;  // B per panel: rows read in place from this panel size (0: never)
+  int64_t private_b_max_bytes = 0;    // a B block at most this size: each thread packs its own panels
 };
 PathLimits path_limits(const KernelInfo& kernel);
 
@@ -318,6 +319,7 @@ void gemm_no_heap(const GemmProblem& p, const KernelConfig& cfg);
 // thread; else a shared B block and an A block per thread. In floats.
 struct PackingSizes {
   bool per_panel = true;
+  bool private_b = false;  // the B block packed by each thread for itself (private_b_max_bytes)
   int64_t a_floats = 0, b_floats = 0;
 };
 PackingSizes packing_sizes(int64_t m, int64_t n, int64_t k, bool a_prepacked, const KernelConfig& cfg);

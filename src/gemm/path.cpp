@@ -51,6 +51,14 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // 28 / 53, 3x256x256 44 / 35, 3x400x400 34 / 43, 16x724x724 66 / 54, 16x1024x1024
   // 47 / 53, 12x886x886 44 / 48; from memory (4096^2) the streamed path runs 1.5-3x faster.
   l.gemv_min_matrix_bytes = c.l2;
+  // A B block shared by the threads is packed by all of them, each a part, and read whole
+  // by each: its other parts come from the other cores' caches (420 ns a line on the Zen 5
+  // VM), after a barrier, and the next packing pass takes the lines back. Up to a quarter
+  // of L2 each thread packs the panels it reads into a block of its own, without barriers.
+  // 2 threads, median us, shared / own: 448x249x9 NT 43.7 / 40.7, 896x249x9 47.1 / 41.5,
+  // 1911x249x9 62.1 / 58.2, 1864x186x4 NN 44.3 / 39.9, 448x249x32 56.5 / 46.4, 1792x249x32
+  // 117 / 109, 448x249x128 107 / 100, 600x100x256 NN 136 / 131.
+  l.private_b_max_bytes = c.l2 / 4;
   // Within half of L2 one core streams the matrix from its cache faster than two split it
   // (a parallel region costs 3.6 us on the Zen 5 VM). There, GFLOP/s 1 / 2 threads:
   // 512x1x256 (512 KiB) 44 / 26, 342x1x148 NT 36 / 14, 512x1x512 (1 MiB) 34 / 32,
@@ -253,6 +261,8 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
     return {GemmPath::FewRowsBInPlace, threads, "at most 16 rows of C, B's rows contiguous: B's panels read in place"};
   if (packs_b_per_panel(p, cfg))
     return {GemmPath::PackedPerPanel, threads, "M within one MC block: B packed one panel at a time"};
+  if (threads > 1 && packing_sizes(m, n, k, false, cfg).private_b)
+    return {GemmPath::PackedSharedB, threads, "M past one MC block, a small B block: each thread packs the panels it reads"};
   return {GemmPath::PackedSharedB, threads, "M past one MC block: B packed once into a shared block"};
 }
 
