@@ -2,7 +2,7 @@
 //
 //   for jc in N step NC:          B block (KC x NC) packed once, shared by all threads
 //     for pc in K step KC:        balanced: a tail between KC and 2*KC is split in halves
-//       pack B cooperatively; barrier
+//       pack B cooperatively; barrier  (a small block: each thread packs its own panels)
 //       for ic in my rows step MC:    each thread packs its own A block (L2)
 //         for jr in my panels:        B micro-panel stays in L1 ...
 //           for ir in MC step MR:     ... while A micro-panels stream through it
@@ -66,10 +66,11 @@ GK_INLINE void prefetch_packed_lines(const float* packed, int64_t floats, int64_
 // from both ends toward the middle. Down the rows, a core's prefetchers learn the step
 // from one tile to the next and take the tiles past the block's end for writing: the
 // rows of the next thread, which then writes them from this core's cache (420 ns a line
-// on the Zen 5 VM), every pass. 2 threads, 224 rows each, us: 448x249x9 NT 34 -> 15.4,
-// 896x249x9 41 -> 24; HEAD -> this and the B block per thread together, 256^3 207 -> 142,
-// 1024^3 9.1 -> 8.7 ms. On one thread the rows run down (448x249x9 14.8 us, 16.0 the other
-// way: C's lines are fetched ahead).
+// on the Zen 5 VM), every pass. 2 threads, 224 rows each, B blocks per thread, us, down /
+// toward the middle: 448x249x9 NT 33.7-34.4 / 15.3-16.1, 896x249x9 38.3-41.4 / 23.9-24.3;
+// with the B blocks per thread, 256^3 from 207 to 142 and 1024^3 from 9.1 to 8.7 ms. On
+// one thread the rows run down (448x249x9 14.8 us, 16.0 the other way: C's lines are
+// fetched ahead).
 void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, int64_t mc,
                       int64_t j, int64_t cols, int64_t kc, float beta, bool last_k,
                       const APanels& a_panels, const float* b_panel,
@@ -215,7 +216,8 @@ bool gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
 }
 
 // The general case: the B block (KC x NC) is packed once by all threads together and
-// shared; threads split the (ic, jr) work as a grid.
+// shared, or within private_b_max_bytes by each thread for itself (its panels); threads
+// split the (ic, jr) work as a grid.
 bool gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int threads, const PackingMemory* given) {
   const KernelInfo& ker = *cfg.kernel;
   const int mr = ker.mr, nr = ker.nr;
@@ -234,8 +236,8 @@ bool gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
   parallel_parts(threads, [&](int tid, int nt) {
     float* a_block = a_floats ? parts.part(tid) : nullptr;
     float* b_block = private_b ? parts.part(tid) + b_offset : shared_b;
-    // Alone (nt == 1, maybe on a thread of someone else's team) or with a B block of its
-    // own no barrier is needed, and one would bind to that team.
+    // Alone (nt == 1, maybe on a thread of someone else's team) no barrier is needed, and
+    // one would bind to that team; with B blocks of their own, threads share nothing.
     auto barrier = [nt, private_b] {
       if (nt > 1 && !private_b) {
 #pragma omp barrier
@@ -247,7 +249,8 @@ bool gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
       const ThreadGrid grid = choose_grid(nt, row_tiles, panels);
       const Range rows = share(row_tiles, tid / grid.wn, grid.wm, mr, p.m);
       const Range my_panels = share(panels, tid % grid.wn, grid.wn, 1, panels);
-      const Range packed_by_me = private_b ? my_panels : share(panels, tid, nt, 1, panels);
+      const Range packed_by_me = !private_b ? share(panels, tid, nt, 1, panels)
+                                 : rows.begin < rows.end ? my_panels : Range{0, 0};
 
       for_each_balanced_block(p.k, cfg.kc, 1, [&](int64_t pc, int64_t kc) {
         const bool last_k = pc + kc == p.k;
@@ -262,7 +265,7 @@ bool gemm_packed_shared_b(const GemmProblem& p, const KernelConfig& cfg, int thr
           const APanels a_panels = pack_a_block(p, mr, ic, mc, pc, kc, a_block);
           for (int64_t q = my_panels.begin; q < my_panels.end; ++q) {
             // The next packed panel, into L2 while this one runs (it was packed into L3, or
-            // by the other thread): same-process alternation, median GFLOP/s, 1 thread,
+            // by another thread into a shared block): same-process alternation, median GFLOP/s, 1 thread,
             // without / with: 1024^3 74.9 / 76.2, 77.4 / 77.5, 77.3 / 77.9; 1536^3 86.1 /
             // 88.2; 2048^3 76.6 / 79.2; 2 threads 1024^3 158 / 158. The macro-kernel alone
             // (192 x 336 A block, 4080 columns): 84.3 / 86.7.

@@ -316,7 +316,8 @@ void gemm_no_heap(const GemmProblem& p, const KernelConfig& cfg);
 
 // The packing buffers gemm_packed takes for an m x n x k product: with all of M in one MC
 // block (per_panel), an A block (none when A comes packed) and a pass of B panels per
-// thread; else a shared B block and an A block per thread. In floats.
+// thread; else an A block per thread and a B block, shared or (private_b) per thread. In
+// floats.
 struct PackingSizes {
   bool per_panel = true;
   bool private_b = false;  // the B block packed by each thread for itself (private_b_max_bytes)
@@ -344,7 +345,7 @@ struct PackingMemory {
 // calling thread's scratch, and on gemm_no_heap when those cannot be had.
 void gemm_packed(const GemmProblem& p, const KernelConfig& cfg, int threads, const PackingMemory* given = nullptr);
 // Whether gemm_packed packs B panels just before use (all of M in one MC block) rather
-// than a shared B block.
+// than a B block per KC x NC step.
 inline bool packs_b_per_panel(const GemmProblem& p, const KernelConfig& cfg) { return p.m <= cfg.mc; }
 // The paths sgemm_rowstored chooses among (choose_gemm_path, src/gemm/path.cpp). Each runs
 // a problem whose choice named it and returns false when its buffers could not be had

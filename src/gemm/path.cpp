@@ -261,7 +261,7 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
     return {GemmPath::FewRowsBInPlace, threads, "at most 16 rows of C, B's rows contiguous: B's panels read in place"};
   if (packs_b_per_panel(p, cfg))
     return {GemmPath::PackedPerPanel, threads, "M within one MC block: B packed one panel at a time"};
-  if (threads > 1 && packing_sizes(m, n, k, false, cfg).private_b)
+  if (packing_sizes(m, n, k, false, cfg).private_b)
     return {GemmPath::PackedSharedB, threads, "M past one MC block, a small B block: each thread packs the panels it reads"};
   return {GemmPath::PackedSharedB, threads, "M past one MC block: B packed once into a shared block"};
 }
