@@ -432,6 +432,40 @@ TEST(Driver, TinyBlockingManyBlocksWithEpilogue) {
   });
 }
 
+// When the per-panel driver reads B's rows in place (b_panel_rows_in_place): a panel past
+// half of L1, rows spread over L2's sets, the rows of B and C within the TLB's reach.
+TEST(Driver, PanelRowsInPlaceOnlyWhereTheyStayInCache) {
+  gk::PathLimits l;
+  l.b_in_place_min_panel_bytes = 24 << 10, l.b_in_place_max_span_bytes = 4608 << 10;
+  l.l2_set_period_bytes = 128 << 10;
+  const int nr = 32;
+  EXPECT_TRUE(gk::b_panel_rows_in_place(l, 256, nr, 2000, 64 * 2000));   // 8000 bytes apart
+  EXPECT_FALSE(gk::b_panel_rows_in_place(l, 128, nr, 2000, 64 * 2000));  // 16 KiB: stays in L1
+  EXPECT_FALSE(gk::b_panel_rows_in_place(l, 256, nr, 2048, 64 * 2048));  // 8 KiB: 16 rows per L2 set
+  EXPECT_TRUE(gk::b_panel_rows_in_place(l, 256, nr, 768, 64 * 768));     // 3 KiB: 2 rows per set
+  EXPECT_FALSE(gk::b_panel_rows_in_place(l, 576, nr, 2000, 64 * 2000));  // 4.6 MB of B's rows
+  EXPECT_FALSE(gk::b_panel_rows_in_place(l, 256, nr, 2000, 448 * 6000)); // with C's, past the reach
+  l.b_in_place_min_panel_bytes = 0;
+  EXPECT_FALSE(gk::b_panel_rows_in_place(l, 256, nr, 2000, 64 * 2000));  // the kernel never reads in place
+}
+
+// The per-panel driver (M within one MC block) with B's rows a power of two apart, near it,
+// padded, and with a last panel part-wide, so that its panels are packed for some and read
+// in place for others where the kernel can; K within one KC block and over two; against
+// the double reference.
+TEST(Driver, PerPanelWithBsRowsAtEverySpacing) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    const gk::KernelConfig cfg = gk::derive_blocking(ker);
+    for (int64_t n : {int64_t{1024}, int64_t{1000}, int64_t{1541}})
+      for (int64_t k : {cfg.kc - 3, cfg.kc + 29})
+        for (int64_t extra_ld : {int64_t{0}, int64_t{16}}) {
+          Case c{std::min<int64_t>(2 * ker.mr + 3, cfg.mc), n, k, true, false, false, 1.0f, 0.5f, extra_ld};
+          ASSERT_TRUE(run_case(c));
+          EXPECT_EQ(gk::last_gemm_path(), gk::GemmPath::PackedPerPanel) << describe(c);
+        }
+  });
+}
+
 // The in-place-A path (src/gemm/in_place_a.cpp): few columns, A's rows read in place by
 // the pointwise kernels. Rows past the last whole 4- and 6-row tile (one-row calls) and
 // across the 12-row thread shares, columns around the 8/16/24-wide panels up to the limit,

@@ -14,6 +14,7 @@ namespace gk {
 struct CpuInfo {
   std::string model;  // package name as cpuinfo reports it
   int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
+  int64_t l2_tlb_entries = 0;  // second-level data TLB, 4 KiB pages (0: unknown)
   int cores = 1;
   bool x86_avx2_fma = false;
   bool x86_avx512f = false;
@@ -25,6 +26,7 @@ const CpuInfo& cpu();
 // smaller guess only costs speed, a larger one cache misses). The one place that rule lives.
 struct CacheSizes {
   int64_t l1d, l2, l3;  // bytes
+  int64_t tlb_reach;      // bytes the second-level data TLB maps in 4 KiB pages
   bool l1d_detected, l2_detected, l3_detected;
 };
 const CacheSizes& caches();

@@ -71,6 +71,12 @@ GK_INLINE void prefetch_packed_lines(const float* packed, int64_t floats, int64_
 // with the B blocks per thread, 256^3 from 207 to 142 and 1024^3 from 9.1 to 8.7 ms. On
 // one thread the rows run down (448x249x9 14.8 us, 16.0 the other way: C's lines are
 // fetched ahead).
+// Up to this K the driver prefetches the next kernel call's C tile. Past it the kernel's
+// own prefetch has time to land, and the driver's, a whole call early, only evicted lines:
+// with C's rows a power of two apart, all 14 rows of a 14x32 tile fall in one L1 set.
+// Intel Xeon model 207, 1 thread, 2048^3 203-205 -> 211-215 GFLOP/s.
+constexpr int64_t kDriverPrefetchesCMaxK = 64;
+
 void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, int64_t mc,
                       int64_t j, int64_t cols, int64_t kc, float beta, bool last_k,
                       const APanels& a_panels, const float* b_panel,
@@ -95,8 +101,9 @@ void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, i
                             p.c_block_stride, last_k ? &p.epilogue : nullptr, ic + ir, j);
     } else {
       // The next call's C tile, for writing: when C is not in cache (a conv output, K
-      // small) its read-for-ownership would otherwise stall the store of this tile.
-      if (call + 1 < calls) {
+      // small) its read-for-ownership would otherwise stall the store of this tile. A
+      // longer call prefetches its own tile in the kernel.
+      if (call + 1 < calls && kc <= kDriverPrefetchesCMaxK) {
         const int64_t next_ir = tile_row(call + 1);
         prefetch_c_tile(p.c + (ic + next_ir) * p.rs_c + j, p.rs_c, std::min<int64_t>(ker.mr, mc - next_ir), cols);
       }
@@ -151,6 +158,7 @@ bool gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
   if ((a_floats && !a_blocks.parts) || !b_passes.parts)
     return workspace_unavailable("the packing buffers", threads * (a_floats + sizes.b_floats));
   const ColumnPanels panels(ker, p.n);
+  const int64_t c_span = p.c_block_stride ? ceil_div(mc, 8) * p.c_block_stride : mc * p.rs_c;
   parallel_parts(threads, [&](int tid, int nt) {
     float* a_block = a_floats ? a_blocks.part(tid) : nullptr;
     float* b_panels = b_passes.part(tid);
@@ -166,15 +174,13 @@ bool gemm_packed_b_per_panel(const GemmProblem& p, const KernelConfig& cfg, int 
     for_each_balanced_block(p.k, cfg.kc, 1, [&](int64_t pc, int64_t kc) {
       const bool last_k = pc + kc == p.k;
       const float beta = pc == 0 ? p.beta : 1.0f;
-      const int64_t in_place_from = cfg.paths.b_in_place_min_panel_bytes;
-      const bool reads_b_in_place = in_place_from > 0 && kc * nr * int64_t(sizeof(float)) >= in_place_from;
       if (mine.begin < mine.end) a_panels = pack_a_block(p, mr, 0, mc, pc, kc, a_block);
       for (int64_t q = mine.begin; q < mine.end;) {
         const int64_t run = pass_length(q);
         const ColumnPanel first = panels[q];
         int64_t rs_in_place = 0;
-        const float* in_place = reads_b_in_place && first.cols == nr ? p.b->rows_in_place(pc, first.j, &rs_in_place)
-                                                                     : nullptr;
+        const float* in_place = first.cols == nr ? p.b->rows_in_place(pc, first.j, &rs_in_place) : nullptr;
+        if (in_place && !b_panel_rows_in_place(cfg.paths, kc, nr, rs_in_place, c_span)) in_place = nullptr;
         if (in_place) {  // the kernel reads the panel from B; the next one prefetched as packing would
           PrefetchTarget next_pass;
           if (q + 1 < mine.end) next_pass = {pc, kc, panels[q + 1].j, panels[q + 1].cols};

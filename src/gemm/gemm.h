@@ -175,9 +175,14 @@ struct PathLimits {
   int64_t in_place_a_min_columns = 0; // below, the packed path wins (AVX-512's 8-wide kernel)
   int64_t in_place_a_max_staged = 0;  // floats of the staged C'
   int64_t b_in_place_min_panel_bytes = 0;  // B per panel: rows read in place from this panel size (0: never)
+  int64_t b_in_place_max_span_bytes = 0;   // ... spanning at most this, with C's strip
+  int64_t l2_set_period_bytes = 64 << 10;  // addresses this far apart share an L2 set (a lower bound)
   int64_t private_b_max_bytes = 0;    // a B block at most this size: each thread packs its own panels
 };
 PathLimits path_limits(const KernelInfo& kernel);
+// Whether the per-panel driver's kernel reads a B panel (kc rows rs_b apart) in place, with
+// C's strip spanning c_span floats, rather than packing it.
+bool b_panel_rows_in_place(const PathLimits& l, int64_t kc, int nr, int64_t rs_b, int64_t c_span);
 
 // The kernel in use, the blocking derived for it and its paths' limits.
 struct KernelConfig {

@@ -37,6 +37,14 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // 0.48, 48x12544x64 0.53 / 0.51. 6x16: 24x4000x4000 14.0 / 12.3-12.6, 64x3136x576 and
   // 128x784x1152 even. 4x24: 64x3136x576 2.34 / 2.40-2.45, 48x12544x64 0.80-0.95 / 1.03-1.05.
   l.b_in_place_min_panel_bytes = kernel.nr * sizeof(float) % 64 == 0 ? c.l1d / 2 : 0;
+  // Read in place, the panel's rows must also stay in L2 and in the TLB while the A panels
+  // pass (b_panel_rows_in_place). Intel Xeon model 207 (2048-entry second-level TLB, CPUID
+  // hidden), 14x32, 1 thread, GFLOP/s in place / packed: 448 x N x 576 with N = 512-1600
+  // 205-218 / 199-214; N = 2500 193 / 218, 3136 186 / 216, 4000 168 / 216 (spans of 10-16
+  // MiB with C's rows); 64x3136x576 137 / 158; 24x4000x4000 88 / 107; N = 1024 and 2048
+  // (rows 4 and 8 KiB apart, in few of L2's sets) 96 and 81 / 200.
+  l.b_in_place_max_span_bytes = c.tlb_reach * 3 / 4;
+  l.l2_set_period_bytes = std::max<int64_t>(64 << 10, c.l2 / 16);
   // Up to 24 columns (one block wide) at any M, with B small enough to stay near (in half
   // of L2) while every 4-row block reads all of it: packing A there costs about what the
   // multiply does. Against the packed path, same process, median GFLOP/s, 1 thread (A
@@ -264,6 +272,19 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
   if (packing_sizes(m, n, k, false, cfg).private_b)
     return {GemmPath::PackedSharedB, threads, "M past one MC block, a small B block: each thread packs the panels it reads"};
   return {GemmPath::PackedSharedB, threads, "M past one MC block: B packed once into a shared block"};
+}
+
+bool b_panel_rows_in_place(const PathLimits& l, int64_t kc, int nr, int64_t rs_b, int64_t c_span) {
+  const int64_t f = sizeof(float);
+  if (l.b_in_place_min_panel_bytes <= 0 || kc * nr * f < l.b_in_place_min_panel_bytes) return false;
+  // Rows a power of two apart fall into few of L2's sets (its period: at least 64 KiB, or
+  // L2 / 16 ways) and evict each other; up to 12 rows per set leaves a 16-way L2 room for A.
+  const int64_t low_bit = std::min((rs_b * f) & -(rs_b * f), l.l2_set_period_bytes);
+  const int64_t rows_per_set = ceil_div(kc, l.l2_set_period_bytes / std::max<int64_t>(low_bit, 1));
+  // Each row of the panel, and of C's strip, on a page of its own where the rows are far
+  // apart: past the TLB's reach every kernel call walks the page tables.
+  const int64_t span = (kc * rs_b + c_span) * f;
+  return rows_per_set <= 12 && span <= l.b_in_place_max_span_bytes;
 }
 
 const char* path_name(GemmPath path) {
