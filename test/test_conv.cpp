@@ -2,6 +2,7 @@
 // with every usable algorithm forced and every layout; every layer of the five networks
 // with the default algorithm; layout round trips; invalid descriptors; forced algorithms
 // that cannot serve; concurrent runs on one plan.
+#include <cmath>
 #include <thread>
 
 #include "conv/conv.h"
@@ -409,6 +410,47 @@ TEST(Conv, DepthwiseOnNhwcChannelPairs) {
     const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
     gktest::check_conv_run(c, "depthwise NHWC pairs " + gktest::describe(d), [&](const float* in, float* out) {
       gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {
+        EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
+      });
+    });
+    gk_set_num_threads(0);
+    if (HasFailure()) return;
+  }
+}
+
+// NHWC depthwise on images whose input and output are past L2 even shared by 2 threads:
+// the in-place blocks run rows in segments of 8 columns (segment_columns). Channel pairs
+// (48, aligned), single blocks (40) and a partial last block (44); 3x3 at strides 1 and
+// 2, 5x5 at stride 1; 1 and 2 threads; against the double reference.
+TEST(Conv, DepthwiseOnNhwcImagesPastL2) {
+  struct Case {
+    int64_t channels, k, stride;
+  };
+  int i = 0;
+  for (const Case& t : {Case{48, 3, 1}, Case{40, 3, 2}, Case{44, 5, 1}, Case{48, 3, 2}}) {
+    // Pixels for 2.5 L2s of input and output (an output pixel per input pixel at stride 1).
+    const int64_t side = int64_t(std::sqrt(2.5 * double(gk::caches().l2) / double(2 * t.channels * 4))) + 3;
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = 1, d.in_channels = d.out_channels = d.groups = t.channels;
+    d.in_height = side, d.in_width = side + 5, d.kernel_h = d.kernel_w = t.k;
+    d.stride_h = d.stride_w = t.stride;
+    d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = t.k / 2;
+    d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
+    gk::conv::Shape shape;
+    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
+    const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2700 + i));
+    const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
+                                                                   c.with_bias ? c.bias.data() : nullptr, 0);
+    ASSERT_TRUE(prepared);
+    gk_set_num_threads(1 + i++ % 2);
+    const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
+    gktest::check_conv_run(c, "depthwise NHWC past L2 " + gktest::describe(d), [&](const float* in, float* out) {
+      if (t.channels % 16) {
+        EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
+        return;
+      }
+      gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {  // the pairs
         EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
       });
     });

@@ -743,7 +743,7 @@ class DepthwiseConv final : public Prepared {
       ng.out_channels = d.out_channels, ng.multiplier = g_.multiplier;
       ng.pad_left = g_.pad_left, ng.padded_width = nhwc_.iw;
       ng.ring_rows = ring_rows(), ng.taps = g_.kh * g_.kw;
-      ng.segment_columns = segment_columns(group);
+      ng.segment_columns = segment_columns(group, threads);
 
       ng.ring = block, ng.out_row = block + group_ * ng.ring_floats();
       ng.row_ptrs = reinterpret_cast<const float**>(ng.out_row + g_.ow * kLanes);
@@ -798,9 +798,18 @@ class DepthwiseConv final : public Prepared {
   // Output columns per segment of the in-place blocks: their input, kh rows of the
   // group's channels, in half of L2 (whole rows on the five networks); at least one block
   // of 8 columns. Segments sized for L1d ran slower (Zen 4, MobileNetV2's 144 channels at
-  // 56x56, best of 6: 0.20 ms at 8 columns, 0.18 in 16 KiB, 0.17 whole rows).
-  int64_t segment_columns(int64_t group) const {
-    const int64_t column_bytes = ring_rows() * g_.sw * std::min(s_.d.in_channels, group * kLanes) * 4;
+  // 56x56, best of 6: 0.20 ms at 8 columns, 0.18 in 16 KiB, 0.17 whole rows). But where a
+  // thread's share of the image's input and output is past L2, 8 columns: Xeon model 207,
+  // us, 8 columns / whole rows, 1 thread: 32 channels at 112x112 118 / 160, 96 at 112x112
+  // stride 2 201 / 281, 64 at 112x112 243 / 369, 96 at 56x56 83 / 97, but 144 at 56x56
+  // 157 / 149; 2 threads, where the share is past L2: 96 at 112x112 stride 2 88 / 139, 64
+  // at 112x112 119 / 183; where it is not: 32 at 112x112 50 / 47, 144 at 56x56 57 / 53.
+  int64_t segment_columns(int64_t group, int threads) const {
+    const gk_conv_desc& d = s_.d;
+    const int64_t image_bytes = (g_.ih * g_.iw * d.in_channels + g_.oh * g_.ow * d.out_channels) * 4;
+    const int64_t sharing = std::max<int64_t>(1, threads / std::max<int64_t>(1, d.batch));
+    if (image_bytes / sharing > caches().l2) return 8;
+    const int64_t column_bytes = ring_rows() * g_.sw * std::min(d.in_channels, group * kLanes) * 4;
     return std::max<int64_t>(8, caches().l2 / 2 / column_bytes / 8 * 8);
   }
   // The rows one output row reads (at most 16: compute_row's pointers).
