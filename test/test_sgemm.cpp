@@ -441,25 +441,29 @@ TEST(Driver, PanelRowsInPlaceOnlyWhereTheyStayInCache) {
   const int nr = 32;
   EXPECT_TRUE(gk::b_panel_rows_in_place(l, 256, nr, 2000, 64 * 2000));   // 8000 bytes apart
   EXPECT_FALSE(gk::b_panel_rows_in_place(l, 128, nr, 2000, 64 * 2000));  // 16 KiB: stays in L1
+  EXPECT_TRUE(gk::b_panel_rows_in_place(l, 192, nr, 2000, 64 * 2000));   // 24 KiB: half of L1
   EXPECT_FALSE(gk::b_panel_rows_in_place(l, 256, nr, 2048, 64 * 2048));  // 8 KiB: 16 rows per L2 set
+  EXPECT_TRUE(gk::b_panel_rows_in_place(l, 192, nr, 2048, 64 * 2048));   // 12 rows per set
+  EXPECT_FALSE(gk::b_panel_rows_in_place(l, 208, nr, 2048, 64 * 2048));  // 13
   EXPECT_TRUE(gk::b_panel_rows_in_place(l, 256, nr, 768, 64 * 768));     // 3 KiB: 2 rows per set
-  EXPECT_FALSE(gk::b_panel_rows_in_place(l, 576, nr, 2000, 64 * 2000));  // 4.6 MB of B's rows
-  EXPECT_FALSE(gk::b_panel_rows_in_place(l, 256, nr, 2000, 448 * 6000)); // with C's, past the reach
+  EXPECT_FALSE(gk::b_panel_rows_in_place(l, 640, nr, 2000, 0));          // B's rows alone 5.1 MB
+  EXPECT_TRUE(gk::b_panel_rows_in_place(l, 576, nr, 2000, 0));           // 4.6 MB, within 4.7
+  EXPECT_FALSE(gk::b_panel_rows_in_place(l, 576, nr, 2000, 64 * 2000));  // with C's strip, past it
   l.b_in_place_min_panel_bytes = 0;
   EXPECT_FALSE(gk::b_panel_rows_in_place(l, 256, nr, 2000, 64 * 2000));  // the kernel never reads in place
 }
 
-// The per-panel driver (M within one MC block) with B's rows a power of two apart, near it,
-// padded, and with a last panel part-wide, so that its panels are packed for some and read
-// in place for others where the kernel can; K within one KC block and over two; against
-// the double reference.
-TEST(Driver, PerPanelWithBsRowsAtEverySpacing) {
+// The per-panel driver (M within one MC block) with B's rows a power of two apart (4 KiB:
+// packed), near it (in place where the kernel reads B in place) and padded, and a last
+// panel part-wide; K one whole KC block and two and a part (balanced halves); against the
+// double reference. Which way each panel goes is b_panel_rows_in_place's (tested above).
+TEST(Driver, PerPanelWithBsRowsPackedOrInPlace) {
   gktest::for_each_kernel([](const gk::KernelInfo& ker) {
     const gk::KernelConfig cfg = gk::derive_blocking(ker);
     for (int64_t n : {int64_t{1024}, int64_t{1000}, int64_t{1541}})
-      for (int64_t k : {cfg.kc - 3, cfg.kc + 29})
+      for (int64_t k : {cfg.kc, 2 * cfg.kc + 29})
         for (int64_t extra_ld : {int64_t{0}, int64_t{16}}) {
-          Case c{std::min<int64_t>(2 * ker.mr + 3, cfg.mc), n, k, true, false, false, 1.0f, 0.5f, extra_ld};
+          Case c{std::min<int64_t>(std::max<int64_t>(2 * ker.mr + 3, 37), cfg.mc), n, k, true, false, false, 1.0f, 0.5f, extra_ld};
           ASSERT_TRUE(run_case(c));
           EXPECT_EQ(gk::last_gemm_path(), gk::GemmPath::PackedPerPanel) << describe(c);
         }

@@ -121,6 +121,9 @@ struct KernelInfo {
   // Applies row_bias and activation itself (full and narrow kernels alike), so epilogues
   // cost no second pass over the C tile.
   bool fused_epilogue = false;
+  // Prefetches its own C tile late in K (C_AHEAD_GROUPS in its source): the driver then
+  // prefetches the next call's tile only where K is too short for that to land.
+  bool prefetches_c_late = false;
   // Pointwise kernels by descending width ({0, 0, nullptr} unused): where an ISA has them,
   // ungrouped NCHW8 convolutions (src/conv/pointwise.cpp) and the in-place-A GEMM path
   // run on them. Shapes are at most kMaxPointwiseMr x kMaxPointwiseNr (the callers'
@@ -170,6 +173,11 @@ struct KernelInfo {
   constexpr KernelInfo with_fused_epilogue() const {
     KernelInfo k = *this;
     k.fused_epilogue = true;
+    return k;
+  }
+  constexpr KernelInfo with_late_c_prefetch() const {
+    KernelInfo k = *this;
+    k.prefetches_c_late = true;
     return k;
   }
   constexpr KernelInfo pointwise_kernel(int m, int n, gk_pointwise_fn fn, gk_pointwise_fn one_row,

@@ -7,6 +7,7 @@
 #endif
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -40,20 +41,28 @@ static void fill_caches_from_legacy_cpuid(CpuInfo& info) {
 }
 
 // Entries of the second-level data TLB for 4 KiB pages: AMD's 0x80000006 EBX[27:16];
-// Intel's leaf 0x18, the level-2 data or unified TLB with 4 KiB pages (ways x sets).
-// Hypervisors often zero both: 0 stays unknown.
+// Intel's leaf 0x18, the largest level-2 data, unified or load-only TLB with 4 KiB pages
+// (ways x sets).
+// Hypervisors often zero both: then the vendor's smallest of its recent cores (Intel's
+// Golden Cove 2048, AMD's Zen 4 3072; Zen 5's 4096 does not fit the 12-bit field).
 static void fill_l2_tlb_from_cpuid(CpuInfo& info) {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000006 && __get_cpuid(0x80000006, &a, &b, &c, &d))
     info.l2_tlb_entries = (b >> 16) & 0xfff;
-  if (info.l2_tlb_entries || !__get_cpuid(0, &a, &b, &c, &d) || a < 0x18) return;
-  __cpuid_count(0x18, 0, a, b, c, d);
-  for (unsigned sub = 0, last = a; sub <= last && sub < 64; ++sub) {
-    __cpuid_count(0x18, sub, a, b, c, d);
-    const unsigned type = d & 31, level = (d >> 5) & 7;
-    const bool data = type == 1 || type == 3 || type == 4;  // data, unified, load-only
-    if (data && level == 2 && (b & 1)) info.l2_tlb_entries = int64_t{b >> 16} * c;
+  if (info.l2_tlb_entries || !__get_cpuid(0, &a, &b, &c, &d)) return;
+  const unsigned max_leaf = a;
+  const bool intel = b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e;  // "GenuineIntel"
+  const bool amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;    // "AuthenticAMD"
+  if (max_leaf >= 0x18) {
+    __cpuid_count(0x18, 0, a, b, c, d);
+    for (unsigned sub = 0, last = a; sub <= last && sub < 64; ++sub) {
+      __cpuid_count(0x18, sub, a, b, c, d);
+      const unsigned type = d & 31, level = (d >> 5) & 7;
+      const bool data = type == 1 || type == 3 || type == 4;  // data, unified, load-only
+      if (data && level == 2 && (b & 1)) info.l2_tlb_entries = std::max(info.l2_tlb_entries, int64_t{b >> 16} * c);
+    }
   }
+  if (!info.l2_tlb_entries) info.l2_tlb_entries = intel ? 2048 : amd ? 3072 : 0;
 }
 #endif
 
@@ -107,9 +116,8 @@ CacheSizes detect_caches() {
   const CacheLevel l1d = plausible_or(c.l1d_bytes, 16 << 10, 1 << 20, 32 << 10);
   const CacheLevel l2 = plausible_or(c.l2_bytes, 64 << 10, 64 << 20, 256 << 10);
   const CacheLevel l3 = plausible_or(c.l3_bytes, 1 << 20, int64_t{1} << 30, 8 << 20);
-  // Unknown: 1536 entries, the smallest second-level TLB of current x86 cores (Intel's
-  // Golden Cove has 2048, AMD's Zen 4 3072 and Zen 5 4096).
-  const CacheLevel tlb = plausible_or(c.l2_tlb_entries << 12, 256 << 12, int64_t{1} << 36, 1536 << 12);
+  // Unknown (no x86 vendor's figure): 1536 entries.
+  const CacheLevel tlb = plausible_or(c.l2_tlb_entries << 12, 256 << 12, int64_t{1} << 30, 1536 << 12);
   return {l1d.bytes, l2.bytes, l3.bytes, tlb.bytes, l1d.detected, l2.detected, l3.detected};
 }
 }  // namespace

@@ -26,7 +26,8 @@ const CpuInfo& cpu();
 // smaller guess only costs speed, a larger one cache misses). The one place that rule lives.
 struct CacheSizes {
   int64_t l1d, l2, l3;  // bytes
-  int64_t tlb_reach;      // bytes the second-level data TLB maps in 4 KiB pages
+  int64_t tlb_reach;      // bytes the second-level data TLB maps in 4 KiB pages (CPUID's, or the
+                          // vendor's smallest recent core's; never detected under qemu)
   bool l1d_detected, l2_detected, l3_detected;
 };
 const CacheSizes& caches();

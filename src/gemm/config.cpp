@@ -124,11 +124,11 @@ __attribute__((visibility("default"))) const char* gk_config_string(void) {
     std::lock_guard<std::mutex> lock(r.mutex);
     std::snprintf(r.description, sizeof r.description,
                   "gemmkit %s; kernel %s (%s) %dx%d; MC=%lld KC=%lld NC=%lld; "
-                  "caches L1d=%lldK L2=%lldK L3=%lldK; threads=%d%s; cpu=%s",
+                  "caches L1d=%lldK L2=%lldK L3=%lldK, TLB reach %lldK; threads=%d%s; cpu=%s",
                   GEMMKIT_VERSION_STRING, cfg.kernel->name, cfg.kernel->isa, cfg.kernel->mr,
                   cfg.kernel->nr, (long long)cfg.mc, (long long)cfg.kc, (long long)cfg.nc,
                   (long long)(c.l1d_bytes >> 10), (long long)(c.l2_bytes >> 10),
-                  (long long)(c.l3_bytes >> 10), gk_get_num_threads(),
+                  (long long)(c.l3_bytes >> 10), (long long)(gk::caches().tlb_reach >> 10), gk_get_num_threads(),
                   gk::in_forked_child_serial_mode() ? " (forked child: serial)" : "",
                   c.model.c_str());
     result = r.description;

@@ -58,6 +58,13 @@ GK_INLINE void prefetch_packed_lines(const float* packed, int64_t floats, int64_
   for (int64_t line = first; line < end; ++line) __builtin_prefetch(packed + line * kLineFloats, 0, 2);
 }
 
+// For a kernel that prefetches its own C late (KernelInfo::prefetches_c_late, 64 k steps
+// before its end), the driver prefetches the next call's C tile only up to this K. Past
+// it the kernel's prefetch has time to land, and the driver's, a whole call early, only
+// evicted lines: with C's rows a power of two apart all 14 rows of a 14x32 tile share one
+// L1 set. Intel Xeon model 207, 1 thread, 2048^3 203-205 -> 211-215 GFLOP/s.
+constexpr int64_t kDriverPrefetchesCMaxK = 64;
+
 // The ir loop: every A micro-panel of the block against one packed B micro-panel. After
 // each kernel call it prefetches a slice of `next` (if any), so fetching the next B panel
 // overlaps this panel's computation.
@@ -71,12 +78,6 @@ GK_INLINE void prefetch_packed_lines(const float* packed, int64_t floats, int64_
 // with the B blocks per thread, 256^3 from 207 to 142 and 1024^3 from 9.1 to 8.7 ms. On
 // one thread the rows run down (448x249x9 14.8 us, 16.0 the other way: C's lines are
 // fetched ahead).
-// Up to this K the driver prefetches the next kernel call's C tile. Past it the kernel's
-// own prefetch has time to land, and the driver's, a whole call early, only evicted lines:
-// with C's rows a power of two apart, all 14 rows of a 14x32 tile fall in one L1 set.
-// Intel Xeon model 207, 1 thread, 2048^3 203-205 -> 211-215 GFLOP/s.
-constexpr int64_t kDriverPrefetchesCMaxK = 64;
-
 void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, int64_t mc,
                       int64_t j, int64_t cols, int64_t kc, float beta, bool last_k,
                       const APanels& a_panels, const float* b_panel,
@@ -101,9 +102,8 @@ void run_panel_column(const GemmProblem& p, const KernelInfo& ker, int64_t ic, i
                             p.c_block_stride, last_k ? &p.epilogue : nullptr, ic + ir, j);
     } else {
       // The next call's C tile, for writing: when C is not in cache (a conv output, K
-      // small) its read-for-ownership would otherwise stall the store of this tile. A
-      // longer call prefetches its own tile in the kernel.
-      if (call + 1 < calls && kc <= kDriverPrefetchesCMaxK) {
+      // small) its read-for-ownership would otherwise stall the store of this tile.
+      if (call + 1 < calls && (!ker.prefetches_c_late || kc <= kDriverPrefetchesCMaxK)) {
         const int64_t next_ir = tile_row(call + 1);
         prefetch_c_tile(p.c + (ic + next_ir) * p.rs_c + j, p.rs_c, std::min<int64_t>(ker.mr, mc - next_ir), cols);
       }

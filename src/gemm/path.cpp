@@ -38,13 +38,20 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // 128x784x1152 even. 4x24: 64x3136x576 2.34 / 2.40-2.45, 48x12544x64 0.80-0.95 / 1.03-1.05.
   l.b_in_place_min_panel_bytes = kernel.nr * sizeof(float) % 64 == 0 ? c.l1d / 2 : 0;
   // Read in place, the panel's rows must also stay in L2 and in the TLB while the A panels
-  // pass (b_panel_rows_in_place). Intel Xeon model 207 (2048-entry second-level TLB, CPUID
-  // hidden), 14x32, 1 thread, GFLOP/s in place / packed: 448 x N x 576 with N = 512-1600
-  // 205-218 / 199-214; N = 2500 193 / 218, 3136 186 / 216, 4000 168 / 216 (spans of 10-16
-  // MiB with C's rows); 64x3136x576 137 / 158; 24x4000x4000 88 / 107; N = 1024 and 2048
-  // (rows 4 and 8 KiB apart, in few of L2's sets) 96 and 81 / 200.
+  // pass (b_panel_rows_in_place). Intel Xeon model 207 (2048-entry second-level TLB, 8 MiB
+  // of 4 KiB pages), 14x32, 1 thread, GFLOP/s in place / packed, with the span of B's rows
+  // and C's strip: 448 x N x 576, N = 512-1152 (2-4.7 MiB) 205-218 / 199-212, N = 1600
+  // (6.6 MiB) 217 / 214, N = 2500 (10 MiB) 193 / 218, N = 4000 (16 MiB) 168 / 216;
+  // 64x3136x576 (8 MiB) 137 / 158; 24x4000x4000 (10.7 MiB) 88 / 107; N = 1024 and 2048
+  // (rows 4 and 8 KiB apart, in few of L2's sets) 96 and 81 / 200. The bound, 3/4 of the
+  // reach, leaves the rest to the A block, the code and the stack.
   l.b_in_place_max_span_bytes = c.tlb_reach * 3 / 4;
-  l.l2_set_period_bytes = std::max<int64_t>(64 << 10, c.l2 / 16);
+  // A lower bound on L2's set period where it has at most 20 ways: the largest power of
+  // two within L2 / 16, at least 64 KiB (512 KiB 8-way, 1.25 MiB 20-way: 64 KiB; 2 MiB
+  // 16-way: 128 KiB).
+  int64_t period = 64 << 10;
+  while (period * 2 <= c.l2 / 16) period *= 2;
+  l.l2_set_period_bytes = period;
   // Up to 24 columns (one block wide) at any M, with B small enough to stay near (in half
   // of L2) while every 4-row block reads all of it: packing A there costs about what the
   // multiply does. Against the packed path, same process, median GFLOP/s, 1 thread (A
@@ -277,12 +284,14 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
 bool b_panel_rows_in_place(const PathLimits& l, int64_t kc, int nr, int64_t rs_b, int64_t c_span) {
   const int64_t f = sizeof(float);
   if (l.b_in_place_min_panel_bytes <= 0 || kc * nr * f < l.b_in_place_min_panel_bytes) return false;
-  // Rows a power of two apart fall into few of L2's sets (its period: at least 64 KiB, or
-  // L2 / 16 ways) and evict each other; up to 12 rows per set leaves a 16-way L2 room for A.
-  const int64_t low_bit = std::min((rs_b * f) & -(rs_b * f), l.l2_set_period_bytes);
-  const int64_t rows_per_set = ceil_div(kc, l.l2_set_period_bytes / std::max<int64_t>(low_bit, 1));
-  // Each row of the panel, and of C's strip, on a page of its own where the rows are far
-  // apart: past the TLB's reach every kernel call walks the page tables.
+  // Rows a power of two apart fall into few of L2's sets and evict each other; up to 12
+  // rows per set leaves a 16-way L2 room for A (an 8-way one less: measured on 16 ways).
+  const int64_t period = std::max<int64_t>(l.l2_set_period_bytes, 64);
+  const int64_t low_bit = std::min((rs_b * f) & -(rs_b * f), period);
+  const int64_t rows_per_set = ceil_div(kc, period / std::max<int64_t>(low_bit, 1));
+  // An empirical bound on the address span of B's rows and C's strip, against the TLB's
+  // reach: the pages touched are fewer (a row, or two, per page where rows are far apart),
+  // but past about the reach in-place reads lost 10-20% (path_limits).
   const int64_t span = (kc * rs_b + c_span) * f;
   return rows_per_set <= 12 && span <= l.b_in_place_max_span_bytes;
 }

@@ -60,6 +60,7 @@ constexpr KernelInfo kTable[] = {
         .blocking(210, 384, 4096)
         .supported_if(has_avx512)
         .with_fused_epilogue()
+        .with_late_c_prefetch()
         .pointwise_kernel(12, 32, gk_pointwise_12x32_avx512, gk_pointwise_1x32_avx512, gk_pointwise_4x32_avx512)
         .pointwise_kernel(12, 16, gk_pointwise_12x16_avx512, gk_pointwise_1x16_avx512, gk_pointwise_4x16_avx512)
         .pointwise_kernel(6, 8, gk_pointwise_6x8_avx2, gk_pointwise_1x8_avx2),

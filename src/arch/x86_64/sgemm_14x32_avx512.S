@@ -18,7 +18,8 @@
 #define A_STEP_BYTES (4 * GK_AVX512_MR)
 // C's tile is prefetched this many 4-step groups before the end of K (at the start when K
 // is shorter): fetched at the start of a long K, the A and B streams evicted it from L1
-// before the stores. Intel Xeon model 207, 1 thread, 2040^3 215 -> 221 GFLOP/s.
+// before the stores. Intel Xeon model 207, 1 thread, 2040^3 215 -> 221 GFLOP/s. The
+// driver knows it as KernelInfo::prefetches_c_late (kDriverPrefetchesCMaxK, driver.cpp).
 #define C_AHEAD_GROUPS 16
 
 #define FMA_ROW(off, i, bc, c0, c1) \
