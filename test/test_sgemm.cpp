@@ -334,6 +334,60 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
   });
 }
 
+// Rows of at least 1024 floats whose stride is a whole number of 64-byte lines start their
+// vector loads at the first aligned column, the columns before it summed apart (one
+// masked vector for 2-4 vectors, scalars for one): the matrix (B, transposed, 67 rows) at
+// every offset from a line's start, K through the vector tails, a row stride of 1040
+// (aligned loads) and 1100 (none), 1 to 4 vectors, 1 and 2 threads, each kernel; then
+// infinities in the head's last lanes, which the masked vector must count once.
+TEST(Sgemm, GemvLongRowsAtEveryOffsetFromALine) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    const bool tiny_blocks = gk::derive_blocking(ker).paths.tiny_blocks;
+    int pick = 0;
+    for (int threads : {1, 2}) {
+      gk_set_num_threads(threads);
+      for (int64_t offset : {0, 1, 4, 7, 12, 15})
+        for (int64_t vectors = 1; vectors <= 4; ++vectors)
+          for (const auto& k_ld : {std::pair<int64_t, int64_t>{1040, 1040}, {1037, 1040}, {1031, 1040}, {1100, 1100}}) {
+            const int64_t m = vectors, n = 67, k = k_ld.first;
+            const float alpha = kAlphas[1 + pick % 2], beta = kBetas[pick % 3];
+            ++pick;
+            Operand a(m, k, 0, true, 101), b(n, k, k_ld.second - k, true, 202), cm(m, n, 0, true, 303);
+            if (beta == 0.0f) cm.fill(gktest::kNaN);
+            const Operand c0 = cm;
+            std::vector<float> storage(b.data.size() + 32);
+            float* base = storage.data();
+            while (reinterpret_cast<uintptr_t>(base) % 64) ++base;
+            std::copy(b.data.begin(), b.data.end(), base + offset);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), alpha, a.data.data(),
+                        int(a.ld), base + offset, int(b.ld), beta, cm.data.data(), int(cm.ld));
+            ASSERT_TRUE(gktest::matches_reference(a, false, b, true, alpha, beta, c0, cm, k))
+                << "offset " << offset << ", ld " << b.ld << ", " << threads << " threads";
+            const gk::GemmPath ran = gk::last_gemm_path();  // (without tiny blocks, 2-4 vectors go elsewhere)
+            EXPECT_TRUE(ran == gk::GemmPath::GemvRows || (!tiny_blocks && m > 1))
+                << m << "x" << n << "x" << k << " ran " << gk::path_name(ran) << ", " << threads << " threads";
+          }
+    }
+    gk_set_num_threads(1);
+    const int64_t k = 1040, n = 67, offset = 4;  // 12 columns before the first aligned one
+    for (int64_t m = 1; m <= 4; ++m) {
+      std::vector<float> a(size_t(m * k), 0.5f), storage(size_t(n * k + 32), 0.25f), c(size_t(m * n), gktest::kNaN);
+      float* b = storage.data();
+      while (reinterpret_cast<uintptr_t>(b) % 64) ++b;
+      b += offset;
+      for (int64_t p = 8; p < 16; ++p) {
+        for (int64_t i = 0; i < m; ++i) a[size_t(i * k + p)] = std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < n; ++j) b[j * k + p] = std::numeric_limits<float>::infinity();
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, a.data(), int(k), b, int(k),
+                  0.0f, c.data(), int(n));
+      for (size_t e = 0; e < c.size(); ++e)
+        ASSERT_EQ(c[e], std::numeric_limits<float>::infinity()) << m << "x" << n << "x" << k << " element " << e;
+    }
+    gk_set_num_threads(0);
+  });
+}
+
 // The dot form's last vector ends at the row's end and sets the lanes already summed to
 // zero, in the matrix's row as well as in the vectors: infinities among those lanes (in A
 // and in B) must count once (C = +inf), not also as 0 x inf (NaN). Row-major NN, 2-4 columns, K = 17

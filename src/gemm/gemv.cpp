@@ -14,6 +14,7 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -115,6 +116,19 @@ GK_INLINE void gemv_dot_short_rows(int64_t r0, int64_t r1, float alpha, const fl
 // another, 1x1000x1024 17-19 against 25, 1x1000x2048 20 against 26 (Zen 4 VM, one thread).
 // Longer rows push x out of L1 between rows: 1x1000x4096 23 against 21, 1x4096x25088 28.6
 // against 18.5.
+// The columns before the first whose address in row r0 is a multiple of V's size (fewer
+// than a vector), where that holds for every row (the row stride a whole number of
+// vectors) and the rows are long enough to stream from memory: loads split across two
+// lines cost a memory-bound GEMV a quarter of its bandwidth (1x4096x25088 from a malloc'd,
+// 16-byte aligned matrix: 24-26 GB/s, 33-39 aligned; Zen 5, one thread).
+constexpr int64_t kGemvAlignMinCols = 1024;
+template <typename V>
+GK_INLINE int64_t gemv_unaligned_head(const float* row, int64_t rs, int64_t cols) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(row);
+  if (cols < kGemvAlignMinCols || (rs * sizeof(float)) % sizeof(V) != 0 || address % sizeof(float) != 0) return 0;
+  return static_cast<int64_t>((sizeof(V) - address % sizeof(V)) % sizeof(V) / sizeof(float));
+}
+
 template <typename V>
 GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                         int64_t rs, const float* x, float beta, float* y, int64_t incy, bool row_at_a_time) {
@@ -129,13 +143,14 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
     default: break;
   }
   constexpr int64_t kLanes = lanes<V>(), kStep = 2 * kLanes;
+  const int64_t head = gemv_unaligned_head<V>(m + r0 * rs, rs, cols);
   int64_t i = r0;
   for (; !row_at_a_time && i + 4 <= r1; i += 4) {
     const float* row[4] = {m + i * rs, m + (i + 1) * rs, m + (i + 2) * rs, m + (i + 3) * rs};
     V lo[4], hi[4];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) lo[r] = hi[r] = V{};  // (an `= {}` initializer became a `rep stos`)
-    int64_t j = 0;
+    int64_t j = head;
     for (; j + kStep <= cols; j += kStep) {
       const V x_lo = load_vec<V>(x + j), x_hi = load_vec<V>(x + j + kLanes);
 #pragma GCC unroll 4
@@ -154,7 +169,8 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
     for (int r = 0; r < 4; ++r) {
       // Rows shorter than a vector (1x1231x3 with B transposed ran at 0.5x OpenBLAS) skip
       // the vector sums altogether.
-      const float s = (j > 0 ? hsum(lo[r] + hi[r]) : 0.0f) + dot_tail<V>(row[r], x, j, cols);
+      const float s = (j > head ? hsum(lo[r] + hi[r]) : 0.0f) + dot_tail<V>(row[r], x, j, cols) +
+                      (head > 0 ? dot_tail<V>(row[r], x, 0, head) : 0.0f);
       y[(i + r) * incy] = finish(alpha, s, beta, y[(i + r) * incy]);
     }
   }
@@ -163,12 +179,13 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
     V acc[4];
 #pragma GCC unroll 4
     for (int a = 0; a < 4; ++a) acc[a] = V{};
-    int64_t j = 0;
+    int64_t j = head;
     for (; j + 4 * kLanes <= cols; j += 4 * kLanes)
 #pragma GCC unroll 4
       for (int a = 0; a < 4; ++a) acc[a] += load_vec<V>(row + j + a * kLanes) * load_vec<V>(x + j + a * kLanes);
     for (; j + kLanes <= cols; j += kLanes) acc[0] += load_vec<V>(row + j) * load_vec<V>(x + j);
-    const float s = (j > 0 ? hsum((acc[0] + acc[1]) + (acc[2] + acc[3])) : 0.0f) + dot_tail<V>(row, x, j, cols);
+    const float s = (j > head ? hsum((acc[0] + acc[1]) + (acc[2] + acc[3])) : 0.0f) + dot_tail<V>(row, x, j, cols) +
+                    (head > 0 ? dot_tail<V>(row, x, 0, head) : 0.0f);
     y[i * incy] = finish(alpha, s, beta, y[i * incy]);
   }
 }
@@ -207,6 +224,22 @@ GK_INLINE void fold_sums(V* v, float* sums) {
 
 constexpr int next_power_of_two(int n) { return n <= 1 ? 1 : 2 * next_power_of_two((n + 1) / 2); }
 
+// Rows rows' products with R vectors over one vector of columns, the lanes outside
+// `mask` zero in both operands (an infinity there adds no NaN).
+template <typename V, int R, int Rows>
+GK_INLINE void add_masked_vector(V* acc, typename IntVector<V>::type mask, const float* m, int64_t rs, const float* x,
+                                 int64_t xs) {
+  V xv[R];
+#pragma GCC unroll 4
+  for (int v = 0; v < R; ++v) xv[v] = mask ? load_vec<V>(x + v * xs) : V{};
+#pragma GCC unroll 4
+  for (int r = 0; r < Rows; ++r) {
+    const V a = mask ? load_vec<V>(m + r * rs) : V{};
+#pragma GCC unroll 4
+    for (int v = 0; v < R; ++v) acc[r * R + v] += a * xv[v];
+  }
+}
+
 // Rows [r0, r1) in dot form against R vectors at once (vector v contiguous at x + v * xs,
 // Y(i, v) at y[i * incy + v * ldy]): each row is loaded once for all R, where R passes of
 // gemv_dot read the matrix R times. Rows rows per pass, one accumulator per (row,
@@ -222,17 +255,23 @@ GK_INLINE void gemv_dot_vectors(int64_t r0, int64_t r1, int64_t cols, float alph
   constexpr int64_t kLanes = lanes<V>();
   constexpr int kAcc = Rows * R, kFolded = next_power_of_two(kAcc);
   using VI = typename IntVector<V>::type;
-  VI lane{};
-  for (int t = 0; t < kLanes; ++t) lane[t] = t;
-  // The last vector's lanes past those the whole vectors covered.
-  const VI new_lanes = lane >= static_cast<int32_t>(kLanes - cols % kLanes);
-  const int64_t whole = cols / kLanes * kLanes;
+  // Whole vectors from the first aligned column on (gemv_unaligned_head); the columns
+  // before it in one vector from the row's start, its lanes from there on set to zero.
+  const int64_t head = gemv_unaligned_head<V>(m + r0 * rs, rs, cols), body = cols - head;
+  // The last vector's lanes past those the whole vectors covered. (Lane by lane: as vector
+  // comparisons, GCC 12 failed to compile these masks for AVX-512.)
+  VI head_lanes, new_lanes;
+  for (int t = 0; t < kLanes; ++t) {
+    head_lanes[t] = t < head ? -1 : 0;
+    new_lanes[t] = t >= kLanes - body % kLanes ? -1 : 0;
+  }
+  const int64_t whole = body / kLanes * kLanes;
   int64_t i = r0;
   for (; i + Rows <= r1; i += Rows) {
     V acc[kFolded];
 #pragma GCC unroll 16
     for (int a = 0; a < kFolded; ++a) acc[a] = V{};
-    for (int64_t j = 0; j < whole; j += kLanes) {
+    for (int64_t j = head; j < head + whole; j += kLanes) {
       V xv[R];
 #pragma GCC unroll 4
       for (int v = 0; v < R; ++v) xv[v] = load_vec<V>(x + v * xs + j);
@@ -255,18 +294,8 @@ GK_INLINE void gemv_dot_vectors(int64_t r0, int64_t r1, int64_t cols, float alph
         }
       continue;
     }
-    if (whole < cols) {
-      const int64_t j = cols - kLanes;
-      V xv[R];
-#pragma GCC unroll 4
-      for (int v = 0; v < R; ++v) xv[v] = new_lanes ? load_vec<V>(x + v * xs + j) : V{};
-#pragma GCC unroll 4
-      for (int r = 0; r < Rows; ++r) {
-        const V a = new_lanes ? load_vec<V>(m + (i + r) * rs + j) : V{};
-#pragma GCC unroll 4
-        for (int v = 0; v < R; ++v) acc[r * R + v] += a * xv[v];
-      }
-    }
+    if (whole < body) add_masked_vector<V, R, Rows>(acc, new_lanes, m + i * rs + cols - kLanes, rs, x + cols - kLanes, xs);
+    if (head > 0) add_masked_vector<V, R, Rows>(acc, head_lanes, m + i * rs, rs, x, xs);
     float sums[kFolded > kLanes ? kFolded : kLanes];
     fold_sums<V, kLanes, kFolded>(acc, sums);
 #pragma GCC unroll 4
