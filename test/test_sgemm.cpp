@@ -334,39 +334,56 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
   });
 }
 
-// Rows of at least 1024 floats whose stride is a whole number of 64-byte lines start their
-// vector loads at the first aligned column, the columns before it summed apart (one
-// masked vector for 2-4 vectors, scalars for one): the matrix (B, transposed, 67 rows) at
-// every offset from a line's start, K through the vector tails, a row stride of 1040
-// (aligned loads) and 1100 (none), 1 to 4 vectors, 1 and 2 threads, each kernel; then
-// infinities in the head's last lanes, which the masked vector must count once.
-TEST(Sgemm, GemvLongRowsAtEveryOffsetFromALine) {
+// Matrix lines (rows in dot form, columns in axpy form) of at least 1024 floats whose
+// stride is a whole number of vectors start their vector loads at the first aligned
+// element, the elements before it summed apart (dot form: one masked vector for 2-4
+// vectors, scalars for one; axpy form: those rows on their own). Row-major B as the matrix
+// (transposed: dot form, 67 rows of K; not: axpy form, K lines of N) at every offset from
+// a 64-byte line's start, the long side through the vector tails, a stride of 1040 (aligned
+// loads) and 1100 (none), 1 to 4 vectors, 1 and 2 threads, each kernel; then infinities in
+// the dot form's head's last lanes, which the masked vector must count once.
+TEST(Sgemm, GemvLongLinesAtEveryOffsetFromACacheLine) {
   gktest::for_each_kernel([](const gk::KernelInfo& ker) {
-    const bool tiny_blocks = gk::derive_blocking(ker).paths.tiny_blocks;
-    int pick = 0;
+    const gk::PathLimits& l = gk::derive_blocking(ker).paths;
+    const bool tiny_blocks = l.tiny_blocks;
+    int pick = 0, gemv_2_to_4 = 0;
     for (int threads : {1, 2}) {
       gk_set_num_threads(threads);
-      for (int64_t offset : {0, 1, 4, 7, 12, 15})
-        for (int64_t vectors = 1; vectors <= 4; ++vectors)
-          for (const auto& k_ld : {std::pair<int64_t, int64_t>{1040, 1040}, {1037, 1040}, {1031, 1040}, {1100, 1100}}) {
-            const int64_t m = vectors, n = 67, k = k_ld.first;
-            const float alpha = kAlphas[1 + pick % 2], beta = kBetas[pick % 3];
-            ++pick;
-            Operand a(m, k, 0, true, 101), b(n, k, k_ld.second - k, true, 202), cm(m, n, 0, true, 303);
-            if (beta == 0.0f) cm.fill(gktest::kNaN);
-            const Operand c0 = cm;
-            std::vector<float> storage(b.data.size() + 32);
-            float* base = storage.data();
-            while (reinterpret_cast<uintptr_t>(base) % 64) ++base;
-            std::copy(b.data.begin(), b.data.end(), base + offset);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), alpha, a.data.data(),
-                        int(a.ld), base + offset, int(b.ld), beta, cm.data.data(), int(cm.ld));
-            ASSERT_TRUE(gktest::matches_reference(a, false, b, true, alpha, beta, c0, cm, k))
-                << "offset " << offset << ", ld " << b.ld << ", " << threads << " threads";
-            const gk::GemmPath ran = gk::last_gemm_path();  // (without tiny blocks, 2-4 vectors go elsewhere)
-            EXPECT_TRUE(ran == gk::GemmPath::GemvRows || (!tiny_blocks && m > 1))
-                << m << "x" << n << "x" << k << " ran " << gk::path_name(ran) << ", " << threads << " threads";
-          }
+      for (bool dot_form : {true, false})
+        for (int64_t offset : {0, 1, 4, 7, 12, 15})
+          for (int64_t vectors = 1; vectors <= 4; ++vectors)
+            for (const auto& length_ld : {std::pair<int64_t, int64_t>{1040, 1040}, {1037, 1040}, {1031, 1040}, {1100, 1100}}) {
+              // The long side is K in dot form and N in axpy form, whose K (9: each line
+              // added directly; 37: in blocks through the partial sums) is short.
+              const int64_t m = vectors, n = dot_form ? 67 : length_ld.first;
+              const int64_t k = dot_form ? length_ld.first : (pick % 2 ? 37 : 9);
+              const float alpha = kAlphas[1 + pick % 2], beta = kBetas[pick % 3];
+              ++pick;
+              Operand a(m, k, 0, true, 101), cm(m, n, 0, true, 303);
+              Operand b(dot_form ? n : k, dot_form ? k : n, length_ld.second - length_ld.first, true, 202);
+              if (beta == 0.0f) cm.fill(gktest::kNaN);
+              const Operand c0 = cm;
+              std::vector<float> storage(b.data.size() + 32);
+              float* base = storage.data();
+              while (reinterpret_cast<uintptr_t>(base) % 64) ++base;
+              std::copy(b.data.begin(), b.data.end(), base + offset);
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, dot_form ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+                          alpha, a.data.data(), int(a.ld), base + offset, int(b.ld), beta, cm.data.data(), int(cm.ld));
+              ASSERT_TRUE(gktest::matches_reference(a, false, b, dot_form, alpha, beta, c0, cm, k))
+                  << (dot_form ? "dot" : "axpy") << " form, offset " << offset << ", ld " << b.ld << ", " << threads
+                  << " threads";
+              const gk::GemmPath ran = gk::last_gemm_path();
+              if (m == 1) {
+                EXPECT_EQ(ran, gk::GemmPath::GemvRows) << n << "x" << k << ", " << threads << " threads";
+              } else if (tiny_blocks && threads == 1) {  // the few-vector rules, where they serve
+                EXPECT_EQ(ran, few_vectors_path(l, m, n, k, false, dot_form))
+                    << m << "x" << n << "x" << k << " ran " << gk::path_name(ran);
+              }
+              gemv_2_to_4 += m > 1 && ran == gk::GemmPath::GemvRows;
+            }
+    }
+    if (tiny_blocks) {
+      EXPECT_GT(gemv_2_to_4, 0) << "no case of 2-4 vectors ran the GEMV loops";
     }
     gk_set_num_threads(1);
     const int64_t k = 1040, n = 67, offset = 4;  // 12 columns before the first aligned one

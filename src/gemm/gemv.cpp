@@ -109,6 +109,21 @@ GK_INLINE void gemv_dot_short_rows(int64_t r0, int64_t r1, float alpha, const fl
   }
 }
 
+// The elements of a line of the matrix (a row in dot form, a column in axpy form) before
+// the first whose address is a multiple of V's size (fewer than a vector), where that
+// holds for every line (their stride a whole number of vectors) and the lines are long
+// enough to stream from memory: loads split across two cache lines cost a memory-bound
+// GEMV a quarter of its bandwidth (1x4096x25088 from a malloc'd, 16-byte aligned matrix:
+// 24-26 GB/s, 33-39 aligned; Zen 5, one thread).
+constexpr int64_t kGemvAlignMinLength = 1024;
+template <typename V>
+GK_INLINE int64_t gemv_unaligned_head(const float* line, int64_t stride, int64_t length) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(line);
+  if (length < kGemvAlignMinLength || (stride * sizeof(float)) % sizeof(V) != 0 || address % sizeof(float) != 0)
+    return 0;
+  return static_cast<int64_t>((sizeof(V) - address % sizeof(V)) % sizeof(V) / sizeof(float));
+}
+
 // Rows [r0, r1) in dot form; x is contiguous. Four rows per pass (four sequential streams)
 // with two vectors each: 8 accumulators in registers.
 // `row_at_a_time`: each row read alone, start to end. Four rows read side by side are four
@@ -116,19 +131,6 @@ GK_INLINE void gemv_dot_short_rows(int64_t r0, int64_t r1, float alpha, const fl
 // another, 1x1000x1024 17-19 against 25, 1x1000x2048 20 against 26 (Zen 4 VM, one thread).
 // Longer rows push x out of L1 between rows: 1x1000x4096 23 against 21, 1x4096x25088 28.6
 // against 18.5.
-// The columns before the first whose address in row r0 is a multiple of V's size (fewer
-// than a vector), where that holds for every row (the row stride a whole number of
-// vectors) and the rows are long enough to stream from memory: loads split across two
-// lines cost a memory-bound GEMV a quarter of its bandwidth (1x4096x25088 from a malloc'd,
-// 16-byte aligned matrix: 24-26 GB/s, 33-39 aligned; Zen 5, one thread).
-constexpr int64_t kGemvAlignMinCols = 1024;
-template <typename V>
-GK_INLINE int64_t gemv_unaligned_head(const float* row, int64_t rs, int64_t cols) {
-  const uintptr_t address = reinterpret_cast<uintptr_t>(row);
-  if (cols < kGemvAlignMinCols || (rs * sizeof(float)) % sizeof(V) != 0 || address % sizeof(float) != 0) return 0;
-  return static_cast<int64_t>((sizeof(V) - address % sizeof(V)) % sizeof(V) / sizeof(float));
-}
-
 template <typename V>
 GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                         int64_t rs, const float* x, float beta, float* y, int64_t incy, bool row_at_a_time) {
@@ -541,9 +543,9 @@ GK_INLINE int64_t gemv_axpy_one_or_two_columns(int64_t rows, int64_t cols, float
 // last pass adds the remaining columns and writes Y. The rows past the last whole vector
 // go their own way (gemv_axpy_tail).
 template <typename V, int R>
-GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
-                         int64_t cs, const float* xp, float beta, float* y, int64_t incy,
-                         int64_t ldy, float* sums) {
+GK_INLINE void gemv_axpy_part(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
+                              int64_t cs, const float* xp, float beta, float* y, int64_t incy,
+                              int64_t ldy, float* sums) {
   constexpr int64_t kLanes = lanes<V>();
   constexpr int kCols = kAxpyColumns;
   const int64_t rows = r1 - r0, vec_rows = rows / kLanes * kLanes, ld = gemv_sums_ld(rows);
@@ -584,6 +586,18 @@ GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, cons
   float* y0 = y + r0 * incy;
   gemv_axpy_rows<V, R>(0, vec_rows, blocked, cols, alpha, m, cs, xp, beta, y0, incy, ldy, sums, ld);
   gemv_axpy_tail<V, R>(vec_rows, rows, cols, alpha, m, cs, xp, beta, y0, incy, ldy);
+}
+
+// gemv_axpy_part from the first row whose address is aligned for V (gemv_unaligned_head),
+// the rows before it first, on their own (4096x4096 column-major from a 16-byte aligned
+// matrix: 28.9-30.5 GB/s, 41-42 aligned; Zen 5, one thread).
+template <typename V, int R>
+GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
+                         int64_t cs, const float* xp, float beta, float* y, int64_t incy,
+                         int64_t ldy, float* sums) {
+  const int64_t head = gemv_unaligned_head<V>(m + r0, cs, r1 - r0);
+  if (head > 0) gemv_axpy_part<V, R>(r0, r0 + head, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);
+  gemv_axpy_part<V, R>(r0 + head, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);
 }
 
 // Any strides: plain loops.
