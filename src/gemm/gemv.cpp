@@ -114,8 +114,8 @@ GK_INLINE void gemv_dot_short_rows(int64_t r0, int64_t r1, float alpha, const fl
 // holds for every line (their stride a whole number of vectors) and the lines are long
 // enough to stream from memory: loads split across two cache lines cost a memory-bound
 // GEMV a quarter of its bandwidth (1x4096x25088 from a malloc'd, 16-byte aligned matrix:
-// 24-26 GB/s, 33-39 aligned; Zen 5, one thread).
-constexpr int64_t kGemvAlignMinLength = 1024;
+// 24-26 GB/s, 33-39 aligned; Zen 5, one thread), and one from L3 a tenth (1x4000x512).
+constexpr int64_t kGemvAlignMinLength = 256;
 template <typename V>
 GK_INLINE int64_t gemv_unaligned_head(const float* line, int64_t stride, int64_t length) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(line);
