@@ -334,15 +334,15 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
   });
 }
 
-// Matrix lines (rows in dot form, columns in axpy form) of at least 256 floats whose
-// stride is a whole number of vectors start their vector loads at the first aligned
-// element, the elements before it summed apart (dot form: one masked vector for 2-4
-// vectors, scalars for one; axpy form: those rows on their own). Row-major B as the matrix
-// (transposed: dot form, 67 rows of K; not: axpy form, K lines of N) at every offset from
-// a 64-byte line's start, the long side through the vector tails, strides of 1040 and 304
-// (aligned loads), 1100 (none) and lines of 255 (too short), 1 to 4 vectors, 1 and 2
-// threads, each kernel; then infinities in the dot form's head's last lanes, which the
-// masked vector must count once.
+// Matrix lines (rows in dot form, of at least 256 floats; columns in axpy form, of at
+// least 2048) whose stride is a whole number of vectors start their vector loads at the
+// first aligned element, the elements before it summed apart (dot form: one masked vector
+// for 2-4 vectors, scalars for one; axpy form: those rows on their own). Row-major B as
+// the matrix (transposed: dot form, 67 rows of K; not: axpy form, K lines of N) at every
+// offset from a 64-byte line's start, the long side through the vector tails, strides
+// that are whole vectors (aligned loads), one that is not, and lines too short, 1 to 4
+// vectors, 1 and 2 threads, each kernel; then infinities in the dot form's head's last
+// lanes, which the masked vector must count once.
 TEST(Sgemm, GemvLongLinesAtEveryOffsetFromACacheLine) {
   gktest::for_each_kernel([](const gk::KernelInfo& ker) {
     const gk::PathLimits& l = gk::derive_blocking(ker).paths;
@@ -355,13 +355,16 @@ TEST(Sgemm, GemvLongLinesAtEveryOffsetFromACacheLine) {
           for (int64_t vectors = 1; vectors <= 4; ++vectors)
             for (const auto& length_ld : {std::pair<int64_t, int64_t>{1040, 1040}, {1037, 1040}, {1031, 1040}, {297, 304}, {255, 256}, {1100, 1100}}) {
               // The long side is K in dot form and N in axpy form, whose K (9: each line
-              // added directly; 37: in blocks through the partial sums) is short.
-              const int64_t m = vectors, n = dot_form ? 67 : length_ld.first;
+              // added directly; 37: in blocks through the partial sums) is short and
+              // whose lines are 1024 longer (it aligns from 2048 floats on).
+              const int64_t axpy_extra = dot_form ? 0 : 1024;
+              const int64_t m = vectors, n = dot_form ? 67 : length_ld.first + axpy_extra;
               const int64_t k = dot_form ? length_ld.first : (pick % 2 ? 37 : 9);
               const float alpha = kAlphas[1 + pick % 2], beta = kBetas[pick % 3];
               ++pick;
               Operand a(m, k, 0, true, 101), cm(m, n, 0, true, 303);
               Operand b(dot_form ? n : k, dot_form ? k : n, length_ld.second - length_ld.first, true, 202);
+              ASSERT_EQ(b.ld, length_ld.second + axpy_extra);
               if (beta == 0.0f) cm.fill(gktest::kNaN);
               const Operand c0 = cm;
               std::vector<float> storage(b.data.size() + 32);

@@ -111,18 +111,18 @@ GK_INLINE void gemv_dot_short_rows(int64_t r0, int64_t r1, float alpha, const fl
 
 // The elements of a line of the matrix (a row in dot form, a column in axpy form) before
 // the first whose address is a multiple of V's size (fewer than a vector), where that
-// holds for every line (their stride a whole number of vectors) and the lines are long
-// enough to stream from memory: loads split across two cache lines cost a memory-bound
-// GEMV a quarter of its bandwidth (1x4096x25088 from a malloc'd, 16-byte aligned matrix:
-// 24-26 GB/s, 33-39 aligned; Zen 5, one thread), and one from L3 a tenth (1x4000x512).
-constexpr int64_t kGemvAlignMinLength = 256;
+// holds for every line (their stride a whole number of vectors) and the lines are at
+// least `min_length` long: loads split across two cache lines cost a memory-bound GEMV a
+// quarter of its bandwidth (1x4096x25088 from a malloc'd, 16-byte aligned matrix: 24-26
+// GB/s, 33-39 aligned; Zen 5, one thread), and one from L3 a tenth (1x4000x512).
 template <typename V>
-GK_INLINE int64_t gemv_unaligned_head(const float* line, int64_t stride, int64_t length) {
+GK_INLINE int64_t gemv_unaligned_head(const float* line, int64_t stride, int64_t length, int64_t min_length) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(line);
-  if (length < kGemvAlignMinLength || (stride * sizeof(float)) % sizeof(V) != 0 || address % sizeof(float) != 0)
-    return 0;
+  if (length < min_length || (stride * sizeof(float)) % sizeof(V) != 0 || address % sizeof(float) != 0) return 0;
   return static_cast<int64_t>((sizeof(V) - address % sizeof(V)) % sizeof(V) / sizeof(float));
 }
+// The dot form sums a row's head in the same pass, from 256 floats on.
+constexpr int64_t kGemvDotAlignMinLength = 256;
 
 // Rows [r0, r1) in dot form; x is contiguous. Four rows per pass (four sequential streams)
 // with two vectors each: 8 accumulators in registers.
@@ -145,7 +145,7 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
     default: break;
   }
   constexpr int64_t kLanes = lanes<V>(), kStep = 2 * kLanes;
-  const int64_t head = gemv_unaligned_head<V>(m + r0 * rs, rs, cols);
+  const int64_t head = gemv_unaligned_head<V>(m + r0 * rs, rs, cols, kGemvDotAlignMinLength);
   int64_t i = r0;
   for (; !row_at_a_time && i + 4 <= r1; i += 4) {
     const float* row[4] = {m + i * rs, m + (i + 1) * rs, m + (i + 2) * rs, m + (i + 3) * rs};
@@ -259,7 +259,7 @@ GK_INLINE void gemv_dot_vectors(int64_t r0, int64_t r1, int64_t cols, float alph
   using VI = typename IntVector<V>::type;
   // Whole vectors from the first aligned column on (gemv_unaligned_head); the columns
   // before it in one vector from the row's start, its lanes from there on set to zero.
-  const int64_t head = gemv_unaligned_head<V>(m + r0 * rs, rs, cols), body = cols - head;
+  const int64_t head = gemv_unaligned_head<V>(m + r0 * rs, rs, cols, kGemvDotAlignMinLength), body = cols - head;
   // The last vector's lanes past those the whole vectors covered. (Lane by lane: as vector
   // comparisons, GCC 12 failed to compile these masks for AVX-512.)
   VI head_lanes, new_lanes;
@@ -590,12 +590,16 @@ GK_INLINE void gemv_axpy_part(int64_t r0, int64_t r1, int64_t cols, float alpha,
 
 // gemv_axpy_part from the first row whose address is aligned for V (gemv_unaligned_head),
 // the rows before it first, on their own (4096x4096 column-major from a 16-byte aligned
-// matrix: 28.9-30.5 GB/s, 41-42 aligned; Zen 5, one thread).
+// matrix: 28.9-30.5 GB/s, 41-42 aligned; Zen 5, one thread). That pass reads a line per
+// column a column apart, which pays only on long columns (column-major NN, A 16 bytes off
+// a line: 512x1x4096 0.09-0.10 -> 0.12-0.15 ms, 1024x1x1024 0.047 -> 0.051-0.065,
+// 2048x1x2048 0.29-0.36 -> 0.23-0.31).
+constexpr int64_t kGemvAxpyAlignMinLength = 2048;
 template <typename V, int R>
 GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                          int64_t cs, const float* xp, float beta, float* y, int64_t incy,
                          int64_t ldy, float* sums) {
-  const int64_t head = gemv_unaligned_head<V>(m + r0, cs, r1 - r0);
+  const int64_t head = gemv_unaligned_head<V>(m + r0, cs, r1 - r0, kGemvAxpyAlignMinLength);
   if (head > 0) gemv_axpy_part<V, R>(r0, r0 + head, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);
   gemv_axpy_part<V, R>(r0 + head, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);
 }
