@@ -334,78 +334,143 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
   });
 }
 
+// A copy of `values` starting `offset` floats past a 64-byte line, NaN around it (a read
+// past either end would show).
+// Offsets from a 64-byte line's start: every one, or (emulated) those that give each
+// vector width (4, 8 and 16 floats) a head of every parity and none.
+std::vector<int64_t> line_offsets() {
+  if (gktest::quick()) return {0, 1, 2, 3, 7, 12};
+  std::vector<int64_t> all(16);
+  for (int64_t o = 0; o < 16; ++o) all[size_t(o)] = o;
+  return all;
+}
+
+struct OffsetCopy {
+  std::vector<float> storage;
+  float* p;
+  OffsetCopy(const std::vector<float>& values, int64_t offset) : storage(values.size() + 64, gktest::kNaN) {
+    p = storage.data();
+    while (reinterpret_cast<uintptr_t>(p) % 64) ++p;
+    p += offset;
+    std::copy(values.begin(), values.end(), p);
+  }
+};
+
 // Matrix lines (rows in dot form, of at least 256 floats; columns in axpy form, of at
-// least 2048) whose stride is a whole number of vectors start their vector loads at the
-// first aligned element, the elements before it summed apart (dot form: one masked vector
-// for 2-4 vectors, scalars for one; axpy form: those rows on their own). Row-major B as
-// the matrix (transposed: dot form, 67 rows of K; not: axpy form, K lines of N) at every
-// offset from a 64-byte line's start, the long side through the vector tails, strides
-// that are whole vectors (aligned loads), one that is not, and lines too short, 1 to 4
-// vectors, 1 and 2 threads, each kernel; then infinities in the dot form's head's last
-// lanes, which the masked vector must count once.
+// least 2048 per thread's part) whose stride is a whole number of vectors start their
+// vector loads at the first aligned element, the elements before it summed apart (dot
+// form: one masked vector for 2-4 vectors, scalars for one; axpy form: those rows in the
+// tail loop). Through cblas_sgemm, one thread: row-major B as the matrix (transposed: dot
+// form, 67 rows of K; not: axpy form, K lines of N) at every offset from a 64-byte line's
+// start, the long side through the vector tails, strides that are whole vectors (aligned
+// loads) and one that is not, lines too short, 1 to 4 vectors, each kernel; the GEMV path
+// asserted where the path rules name it.
 TEST(Sgemm, GemvLongLinesAtEveryOffsetFromACacheLine) {
   gktest::for_each_kernel([](const gk::KernelInfo& ker) {
     const gk::PathLimits& l = gk::derive_blocking(ker).paths;
     const bool tiny_blocks = l.tiny_blocks;
-    int pick = 0, gemv_2_to_4 = 0;
-    for (int threads : {1, 2}) {
-      gk_set_num_threads(threads);
-      for (bool dot_form : {true, false})
-        for (int64_t offset : {0, 1, 4, 7, 12, 15})
-          for (int64_t vectors = 1; vectors <= 4; ++vectors)
-            for (const auto& length_ld : {std::pair<int64_t, int64_t>{1040, 1040}, {1037, 1040}, {1031, 1040}, {297, 304}, {255, 256}, {1100, 1100}}) {
-              // The long side is K in dot form and N in axpy form, whose K (9: each line
-              // added directly; 37: in blocks through the partial sums) is short and
-              // whose lines are 1024 longer (it aligns from 2048 floats on).
-              const int64_t axpy_extra = dot_form ? 0 : 1024;
-              const int64_t m = vectors, n = dot_form ? 67 : length_ld.first + axpy_extra;
-              const int64_t k = dot_form ? length_ld.first : (pick % 2 ? 37 : 9);
-              const float alpha = kAlphas[1 + pick % 2], beta = kBetas[pick % 3];
-              ++pick;
-              Operand a(m, k, 0, true, 101), cm(m, n, 0, true, 303);
-              Operand b(dot_form ? n : k, dot_form ? k : n, length_ld.second - length_ld.first, true, 202);
-              ASSERT_EQ(b.ld, length_ld.second + axpy_extra);
-              if (beta == 0.0f) cm.fill(gktest::kNaN);
-              const Operand c0 = cm;
-              std::vector<float> storage(b.data.size() + 32);
-              float* base = storage.data();
-              while (reinterpret_cast<uintptr_t>(base) % 64) ++base;
-              std::copy(b.data.begin(), b.data.end(), base + offset);
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, dot_form ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-                          alpha, a.data.data(), int(a.ld), base + offset, int(b.ld), beta, cm.data.data(), int(cm.ld));
-              ASSERT_TRUE(gktest::matches_reference(a, false, b, dot_form, alpha, beta, c0, cm, k))
-                  << (dot_form ? "dot" : "axpy") << " form, offset " << offset << ", ld " << b.ld << ", " << threads
-                  << " threads";
-              const gk::GemmPath ran = gk::last_gemm_path();
-              if (m == 1) {
-                EXPECT_EQ(ran, gk::GemmPath::GemvRows) << n << "x" << k << ", " << threads << " threads";
-              } else if (tiny_blocks && threads == 1) {  // the few-vector rules, where they serve
-                EXPECT_EQ(ran, few_vectors_path(l, m, n, k, false, dot_form))
-                    << m << "x" << n << "x" << k << " ran " << gk::path_name(ran);
-              }
-              gemv_2_to_4 += m > 1 && ran == gk::GemmPath::GemvRows;
+    int gemv_2_to_4 = 0;
+    gk_set_num_threads(1);
+    const std::pair<int64_t, int64_t> lengths_lds[] = {{1040, 1040}, {1037, 1040}, {1031, 1040},
+                                                       {297, 304},   {255, 256},   {1101, 1101}};
+    for (bool dot_form : {true, false})
+      for (int64_t offset : line_offsets())
+        for (int64_t vectors = 1; vectors <= 4; ++vectors)
+          for (size_t li = 0; li < std::size(lengths_lds); ++li) {
+            // The long side is K in dot form and N in axpy form, whose K (9: each line
+            // added directly; 37: in blocks through the partial sums) is short and whose
+            // lines are 1024 longer (it aligns from 2048 floats on).
+            const int64_t length = lengths_lds[li].first, ld = lengths_lds[li].second;
+            const int64_t axpy_extra = dot_form ? 0 : 1024;
+            const int64_t m = vectors, n = dot_form ? 67 : length + axpy_extra;
+            const int64_t k = dot_form ? length : (offset % 2 ? 37 : 9);
+            const float alpha = kAlphas[1 + (offset + li) % 2], beta = kBetas[(offset + vectors + li) % 3];
+            Operand a(m, k, 0, true, 101), cm(m, n, 0, true, 303);
+            Operand b(dot_form ? n : k, dot_form ? k : n, ld - length, true, 202);
+            ASSERT_EQ(b.ld, ld + axpy_extra);
+            if (beta == 0.0f) cm.fill(gktest::kNaN);
+            const Operand c0 = cm;
+            const OffsetCopy matrix(b.data, offset);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, dot_form ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+                        alpha, a.data.data(), int(a.ld), matrix.p, int(b.ld), beta, cm.data.data(), int(cm.ld));
+            ASSERT_TRUE(gktest::matches_reference(a, false, b, dot_form, alpha, beta, c0, cm, k))
+                << (dot_form ? "dot" : "axpy") << " form, offset " << offset << ", ld " << b.ld;
+            const gk::GemmPath ran = gk::last_gemm_path();
+            if (m == 1) {
+              EXPECT_EQ(ran, gk::GemmPath::GemvRows) << n << "x" << k;
+            } else if (tiny_blocks) {  // the few-vector rules, where they serve
+              EXPECT_EQ(ran, few_vectors_path(l, m, n, k, false, dot_form))
+                  << m << "x" << n << "x" << k << " ran " << gk::path_name(ran);
             }
-    }
+            gemv_2_to_4 += m > 1 && ran == gk::GemmPath::GemvRows;
+          }
     if (tiny_blocks) {
       EXPECT_GT(gemv_2_to_4, 0) << "no case of 2-4 vectors ran the GEMV loops";
     }
-    gk_set_num_threads(1);
-    const int64_t k = 1040, n = 67, offset = 4;  // 12 columns before the first aligned one
-    for (int64_t m = 1; m <= 4; ++m) {
-      std::vector<float> a(size_t(m * k), 0.5f), storage(size_t(n * k + 32), 0.25f), c(size_t(m * n), gktest::kNaN);
-      float* b = storage.data();
-      while (reinterpret_cast<uintptr_t>(b) % 64) ++b;
-      b += offset;
-      for (int64_t p = 8; p < 16; ++p) {
-        for (int64_t i = 0; i < m; ++i) a[size_t(i * k + p)] = std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < n; ++j) b[j * k + p] = std::numeric_limits<float>::infinity();
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, a.data(), int(k), b, int(k),
-                  0.0f, c.data(), int(n));
-      for (size_t e = 0; e < c.size(); ++e)
-        ASSERT_EQ(c[e], std::numeric_limits<float>::infinity()) << m << "x" << n << "x" << k << " element " << e;
-    }
     gk_set_num_threads(0);
+  });
+}
+
+// The same on the GEMV loops directly, for every ISA's variant (the portable one too,
+// which the path rules give few vectors only past L2) on two threads, each thread's part
+// starting its aligned loads on its own: dot form, 300 rows of 1037 (stride 1040) in two
+// parts; axpy form, 4200 rows (stride 4208; parts of 2048 and 2152) by 9 and 37 columns;
+// 1 to 4 vectors, every offset, beta 0 over NaN and 0.5. Then infinities in every column
+// of the first vector of a row one float past a line, so that for each vector width the
+// lanes the head's masked vector zeroes hold one: they must count once (+inf, not NaN).
+TEST(Sgemm, GemvLoopsAlignEachThreadsPart) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    const gk::KernelConfig cfg = gk::derive_blocking(ker);
+    for (bool dot_form : {true, false})
+      for (int64_t offset : line_offsets())
+        for (int64_t vectors = 1; vectors <= 4; ++vectors) {
+          const int64_t rows = dot_form ? 300 : 4200, cols = dot_form ? 1037 : (offset % 2 ? 37 : 9);
+          const int64_t stride = dot_form ? 1040 : 4208;
+          const std::vector<float> values = gktest::random_vector(size_t(stride * (dot_form ? rows : cols)), 7);
+          const OffsetCopy matrix(values, offset);
+          const gk::MatrixView mat = dot_form ? gk::MatrixView{matrix.p, stride, 1} : gk::MatrixView{matrix.p, 1, stride};
+          // X (cols x vectors): in dot form each vector contiguous, in axpy form by column.
+          const std::vector<float> x = gktest::random_vector(size_t(cols * vectors), 11);
+          const gk::MatrixView xv = dot_form ? gk::MatrixView{x.data(), 1, cols} : gk::MatrixView{x.data(), vectors, 1};
+          const float beta = offset % 2 ? 0.5f : 0.0f, alpha = 1.5f;
+          std::vector<float> y = gktest::random_vector(size_t(rows * vectors), 13);
+          if (beta == 0.0f) std::fill(y.begin(), y.end(), gktest::kNaN);
+          const std::vector<float> y0 = y;
+          ASSERT_TRUE(gk::gemv(rows, cols, vectors, alpha, mat, xv, beta, y.data(), 1, rows, 2, cfg));
+          for (int64_t v = 0; v < vectors; ++v)
+            for (int64_t i = 0; i < rows; ++i) {
+              double exact = 0.0, magnitude = 0.0;
+              for (int64_t j = 0; j < cols; ++j) {
+                const double prod = double(mat.at(i, j)) * xv.at(j, v);
+                exact += prod;
+                magnitude += std::fabs(prod);
+              }
+              exact *= alpha;
+              magnitude *= alpha;
+              if (beta != 0.0f) {
+                exact += double(beta) * y0[size_t(v * rows + i)];
+                magnitude += std::fabs(double(beta) * y0[size_t(v * rows + i)]);
+              }
+              const double got = y[size_t(v * rows + i)];
+              ASSERT_LE(std::fabs(got - exact), (cols + 4) * double(FLT_EPSILON) * magnitude + 1e-30)
+                  << (dot_form ? "dot" : "axpy") << " form, offset " << offset << ", " << vectors << " vectors, Y(" << i
+                  << ", " << v << ")";
+            }
+        }
+    const int64_t rows = 67, cols = 1040;
+    for (int64_t vectors = 1; vectors <= 4; ++vectors) {
+      std::vector<float> values(size_t(rows * cols), 0.5f), x(size_t(cols * vectors), 0.25f);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < 16; ++j) values[size_t(i * cols + j)] = std::numeric_limits<float>::infinity();
+      for (int64_t v = 0; v < vectors; ++v)
+        for (int64_t j = 0; j < 16; ++j) x[size_t(v * cols + j)] = std::numeric_limits<float>::infinity();
+      const OffsetCopy matrix(values, 1);
+      std::vector<float> y(size_t(rows * vectors), gktest::kNaN);
+      ASSERT_TRUE(gk::gemv(rows, cols, vectors, 1.0f, gk::MatrixView{matrix.p, cols, 1}, gk::MatrixView{x.data(), 1, cols},
+                           0.0f, y.data(), 1, rows, 1, cfg));
+      for (size_t e = 0; e < y.size(); ++e)
+        ASSERT_EQ(y[e], std::numeric_limits<float>::infinity()) << vectors << " vectors, element " << e;
+    }
   });
 }
 

@@ -121,8 +121,17 @@ GK_INLINE int64_t gemv_unaligned_head(const float* line, int64_t stride, int64_t
   if (length < min_length || (stride * sizeof(float)) % sizeof(V) != 0 || address % sizeof(float) != 0) return 0;
   return static_cast<int64_t>((sizeof(V) - address % sizeof(V)) % sizeof(V) / sizeof(float));
 }
-// The dot form sums a row's head in the same pass, from 256 floats on.
+// The dot form sums a row's head in the same pass, so it pays from rows that are many
+// vectors long (1x4000x512 above).
 constexpr int64_t kGemvDotAlignMinLength = 256;
+
+// A dot-form row's sum: the vector accumulator over columns [head, j), then the scalar
+// tail [j, cols) and the head [0, head) (rows shorter than a vector have no vector part:
+// 1x1231x3 with B transposed ran at 0.5x OpenBLAS with one).
+template <typename V>
+GK_INLINE float dot_row_sum(const V& acc, const float* row, const float* x, int64_t head, int64_t j, int64_t cols) {
+  return (j > head ? hsum(acc) : 0.0f) + dot_tail<V>(row, x, j, cols) + (head > 0 ? dot_tail<V>(row, x, 0, head) : 0.0f);
+}
 
 // Rows [r0, r1) in dot form; x is contiguous. Four rows per pass (four sequential streams)
 // with two vectors each: 8 accumulators in registers.
@@ -169,10 +178,7 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
     }
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
-      // Rows shorter than a vector (1x1231x3 with B transposed ran at 0.5x OpenBLAS) skip
-      // the vector sums altogether.
-      const float s = (j > head ? hsum(lo[r] + hi[r]) : 0.0f) + dot_tail<V>(row[r], x, j, cols) +
-                      (head > 0 ? dot_tail<V>(row[r], x, 0, head) : 0.0f);
+      const float s = dot_row_sum<V>(lo[r] + hi[r], row[r], x, head, j, cols);
       y[(i + r) * incy] = finish(alpha, s, beta, y[(i + r) * incy]);
     }
   }
@@ -186,8 +192,7 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
 #pragma GCC unroll 4
       for (int a = 0; a < 4; ++a) acc[a] += load_vec<V>(row + j + a * kLanes) * load_vec<V>(x + j + a * kLanes);
     for (; j + kLanes <= cols; j += kLanes) acc[0] += load_vec<V>(row + j) * load_vec<V>(x + j);
-    const float s = (j > head ? hsum((acc[0] + acc[1]) + (acc[2] + acc[3])) : 0.0f) + dot_tail<V>(row, x, j, cols) +
-                    (head > 0 ? dot_tail<V>(row, x, 0, head) : 0.0f);
+    const float s = dot_row_sum<V>((acc[0] + acc[1]) + (acc[2] + acc[3]), row, x, head, j, cols);
     y[i * incy] = finish(alpha, s, beta, y[i * incy]);
   }
 }
@@ -227,7 +232,7 @@ GK_INLINE void fold_sums(V* v, float* sums) {
 constexpr int next_power_of_two(int n) { return n <= 1 ? 1 : 2 * next_power_of_two((n + 1) / 2); }
 
 // Rows rows' products with R vectors over one vector of columns, the lanes outside
-// `mask` zero in both operands (an infinity there adds no NaN).
+// `mask` zero in both operands.
 template <typename V, int R, int Rows>
 GK_INLINE void add_masked_vector(V* acc, typename IntVector<V>::type mask, const float* m, int64_t rs, const float* x,
                                  int64_t xs) {
@@ -260,9 +265,10 @@ GK_INLINE void gemv_dot_vectors(int64_t r0, int64_t r1, int64_t cols, float alph
   // Whole vectors from the first aligned column on (gemv_unaligned_head); the columns
   // before it in one vector from the row's start, its lanes from there on set to zero.
   const int64_t head = gemv_unaligned_head<V>(m + r0 * rs, rs, cols, kGemvDotAlignMinLength), body = cols - head;
-  // The last vector's lanes past those the whole vectors covered. (Lane by lane: as vector
-  // comparisons, GCC 12 failed to compile these masks for AVX-512.)
-  VI head_lanes, new_lanes;
+  // The head vector's lanes before the first aligned column; the last vector's lanes past
+  // those the whole vectors covered. (Set lane by lane: as two vector comparisons GCC 12
+  // stopped on an internal compiler error in the AVX-512 variant.)
+  VI head_lanes{}, new_lanes{};
   for (int t = 0; t < kLanes; ++t) {
     head_lanes[t] = t < head ? -1 : 0;
     new_lanes[t] = t >= kLanes - body % kLanes ? -1 : 0;
@@ -588,19 +594,19 @@ GK_INLINE void gemv_axpy_part(int64_t r0, int64_t r1, int64_t cols, float alpha,
   gemv_axpy_tail<V, R>(vec_rows, rows, cols, alpha, m, cs, xp, beta, y0, incy, ldy);
 }
 
-// gemv_axpy_part from the first row whose address is aligned for V (gemv_unaligned_head),
-// the rows before it first, on their own (4096x4096 column-major from a 16-byte aligned
-// matrix: 28.9-30.5 GB/s, 41-42 aligned; Zen 5, one thread). That pass reads a line per
-// column a column apart, which pays only on long columns (column-major NN, A 16 bytes off
-// a line: 512x1x4096 0.09-0.10 -> 0.12-0.15 ms, 1024x1x1024 0.047 -> 0.051-0.065,
-// 2048x1x2048 0.29-0.36 -> 0.23-0.31).
+// gemv_axpy_part from the first row whose address is aligned for V (gemv_unaligned_head,
+// over a thread's part of the rows), the rows before it first, in the tail loop (4096x4096
+// column-major from a 16-byte aligned matrix: 28.9-30.5 GB/s, 41-42 aligned; Zen 5, one
+// thread). That reads a line per column a column apart, which pays only on long columns
+// (column-major NN, A 16 bytes off a line: 512x1x4096 0.09-0.10 -> 0.12-0.15 ms,
+// 1024x1x1024 0.047 -> 0.051-0.065, 2048x1x2048 0.29-0.36 -> 0.23-0.31).
 constexpr int64_t kGemvAxpyAlignMinLength = 2048;
 template <typename V, int R>
 GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                          int64_t cs, const float* xp, float beta, float* y, int64_t incy,
                          int64_t ldy, float* sums) {
   const int64_t head = gemv_unaligned_head<V>(m + r0, cs, r1 - r0, kGemvAxpyAlignMinLength);
-  if (head > 0) gemv_axpy_part<V, R>(r0, r0 + head, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);
+  if (head > 0) gemv_axpy_tail<V, R>(0, head, cols, alpha, m + r0, cs, xp, beta, y + r0 * incy, incy, ldy);
   gemv_axpy_part<V, R>(r0 + head, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);
 }
 
