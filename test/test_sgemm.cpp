@@ -356,15 +356,16 @@ struct OffsetCopy {
   }
 };
 
-// Matrix lines (rows in dot form, of at least 256 floats; columns in axpy form, of at
-// least 2048 per thread's part) whose stride is a whole number of vectors start their
-// vector loads at the first aligned element, the elements before it summed apart (dot
-// form: one masked vector for 2-4 vectors, scalars for one; axpy form: those rows in the
-// tail loop). Through cblas_sgemm, one thread: row-major B as the matrix (transposed: dot
-// form, 67 rows of K; not: axpy form, K lines of N) at every offset from a 64-byte line's
-// start, the long side through the vector tails, strides that are whole vectors (aligned
-// loads) and one that is not, lines too short, 1 to 4 vectors, each kernel; the GEMV path
-// asserted where the path rules name it.
+// Matrix lines (rows in dot form, columns in axpy form, of at least 256 floats; in axpy
+// form per thread's part) whose stride is a whole number of vectors start their vector
+// loads at the first aligned element, the elements before it summed apart (dot form: one
+// masked vector for 2-4 vectors, scalars for one; axpy form: one vector per column from
+// the part's first row, and the rows past the last whole vector one vector per column
+// ending at its last row, whatever the stride). Through cblas_sgemm, one thread: row-major
+// B as the matrix (transposed: dot form, 67 rows of K; not: axpy form, K lines of N) at
+// every offset from a 64-byte line's start, the long side through the vector tails,
+// strides that are whole vectors (aligned loads) and one that is not, lines too short, 1
+// to 4 vectors, each kernel; the GEMV path asserted where the path rules name it.
 TEST(Sgemm, GemvLongLinesAtEveryOffsetFromACacheLine) {
   gktest::for_each_kernel([](const gk::KernelInfo& ker) {
     const gk::PathLimits& l = gk::derive_blocking(ker).paths;
@@ -377,17 +378,15 @@ TEST(Sgemm, GemvLongLinesAtEveryOffsetFromACacheLine) {
       for (int64_t offset : line_offsets())
         for (int64_t vectors = 1; vectors <= 4; ++vectors)
           for (size_t li = 0; li < std::size(lengths_lds); ++li) {
-            // The long side is K in dot form and N in axpy form, whose K (9: each line
-            // added directly; 37: in blocks through the partial sums) is short and whose
-            // lines are 1024 longer (it aligns from 2048 floats on).
+            // The long side is K in dot form and N in axpy form, whose K is short (9: each
+            // line added directly; 37: in blocks through the partial sums).
             const int64_t length = lengths_lds[li].first, ld = lengths_lds[li].second;
-            const int64_t axpy_extra = dot_form ? 0 : 1024;
-            const int64_t m = vectors, n = dot_form ? 67 : length + axpy_extra;
+            const int64_t m = vectors, n = dot_form ? 67 : length;
             const int64_t k = dot_form ? length : (offset % 2 ? 37 : 9);
             const float alpha = kAlphas[1 + (offset + li) % 2], beta = kBetas[(offset + vectors + li) % 3];
             Operand a(m, k, 0, true, 101), cm(m, n, 0, true, 303);
             Operand b(dot_form ? n : k, dot_form ? k : n, ld - length, true, 202);
-            ASSERT_EQ(b.ld, ld + axpy_extra);
+            ASSERT_EQ(b.ld, ld);
             if (beta == 0.0f) cm.fill(gktest::kNaN);
             const Operand c0 = cm;
             const OffsetCopy matrix(b.data, offset);
@@ -414,18 +413,20 @@ TEST(Sgemm, GemvLongLinesAtEveryOffsetFromACacheLine) {
 // The same on the GEMV loops directly, for every ISA's variant (the portable one too,
 // which the path rules give few vectors only past L2) on two threads, each thread's part
 // starting its aligned loads on its own: dot form, 300 rows of 1037 (stride 1040) in two
-// parts; axpy form, 4200 rows (stride 4208; parts of 2048 and 2152) by 9 and 37 columns;
-// 1 to 4 vectors, every offset, beta 0 over NaN and 0.5. Then infinities in every column
-// of the first vector of a row one float past a line, so that for each vector width the
-// lanes the head's masked vector zeroes hold one: they must count once (+inf, not NaN).
+// parts; axpy form, 4200 rows (stride 4208; parts of 2048 and 2152) and 700 (stride 704;
+// parts of 384 and 316), by 9 and 37 columns; 1 to 4 vectors, every offset, beta 0 over
+// NaN and 0.5. Then infinities in every column of the first vector of a row one float past
+// a line, so that for each vector width the lanes the head's masked vector zeroes hold
+// one: they must count once (+inf, not NaN).
 TEST(Sgemm, GemvLoopsAlignEachThreadsPart) {
   gktest::for_each_kernel([](const gk::KernelInfo& ker) {
     const gk::KernelConfig cfg = gk::derive_blocking(ker);
-    for (bool dot_form : {true, false})
+    for (int form = 0; form < 3; ++form)
       for (int64_t offset : line_offsets())
         for (int64_t vectors = 1; vectors <= 4; ++vectors) {
-          const int64_t rows = dot_form ? 300 : 4200, cols = dot_form ? 1037 : (offset % 2 ? 37 : 9);
-          const int64_t stride = dot_form ? 1040 : 4208;
+          const bool dot_form = form == 0, short_columns = form == 2;
+          const int64_t rows = dot_form ? 300 : short_columns ? 700 : 4200, cols = dot_form ? 1037 : (offset % 2 ? 37 : 9);
+          const int64_t stride = dot_form ? 1040 : short_columns ? 704 : 4208;
           const std::vector<float> values = gktest::random_vector(size_t(stride * (dot_form ? rows : cols)), 7);
           const OffsetCopy matrix(values, offset);
           const gk::MatrixView mat = dot_form ? gk::MatrixView{matrix.p, stride, 1} : gk::MatrixView{matrix.p, 1, stride};

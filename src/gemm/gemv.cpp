@@ -521,6 +521,52 @@ GK_INLINE void gemv_axpy_tail(int64_t i, int64_t rows, int64_t cols, float alpha
   }
 }
 
+// The rows before the first aligned vector (the head) and past the last whole one (the
+// tail), fewer than a vector each, in one vector each per column: from the head's first row
+// and up to the tail's last, reaching into the aligned rows (whose lanes are computed and
+// never stored). Their columns run beside the aligned rows' pass over the same columns, so
+// the head's line is read as its column's stream starts and the tail's as it ends: passes
+// of their own read a line per column, a column apart (256x1x4096 column-major, 16 bytes
+// off a line: 0.051 ms unaligned, 0.060 with its 4-row tail in such a pass).
+struct AxpyEdges {
+  int64_t head, tail;
+};
+
+// An edge vector's products over columns [c0, c1), in two chains added to acc once:
+// through acc alone each column waited on the last.
+template <typename V, int R>
+GK_INLINE void gemv_axpy_edge_columns(int64_t c0, int64_t c1, const float* m, int64_t cs, const float* xp, V* acc) {
+  V even[R] = {}, odd[R] = {};
+  int64_t c = c0;
+  for (; c + 2 <= c1; c += 2) {
+    const V a = load_vec<V>(m + c * cs), b = load_vec<V>(m + (c + 1) * cs);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      even[r] += a * xp[c * R + r];
+      odd[r] += b * xp[(c + 1) * R + r];
+    }
+  }
+  if (c < c1) {
+    const V a = load_vec<V>(m + c * cs);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) even[r] += a * xp[c * R + r];
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] += even[r] + odd[r];
+}
+
+// Y's rows from lanes [lane0, lane0 + count) of an edge vector's sums, one by one.
+template <typename V, int R>
+GK_INLINE void gemv_axpy_finish_lanes(const V* acc, int64_t lane0, int64_t count, float alpha, float beta, float* y0,
+                                      int64_t incy, int64_t ldy) {
+  for (int64_t l = 0; l < count; ++l)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      float& out = y0[l * incy + r * ldy];
+      out = finish(alpha, acc[r][lane0 + l], beta, out);
+    }
+}
+
 // One right-hand vector (R == 1) over one or two columns into a contiguous Y (beta ==
 // 0): the rows' whole vectors in a loop of its own, with nothing else live (in the general
 // one GCC kept the loop's pointers on the stack: 3350x1x1 with A transposed ran 0.43 us
@@ -546,25 +592,31 @@ GK_INLINE int64_t gemv_axpy_one_or_two_columns(int64_t rows, int64_t cols, float
 
 // Rows [r0, r1) for R vectors; xp holds X packed by column, xp[j * R + r] = X(j, r), and
 // Y(i, r) = y[i * incy + r * ldy]. Whole blocks of kAxpyColumns go through `sums`; the
-// last pass adds the remaining columns and writes Y. The rows past the last whole vector
-// go their own way (gemv_axpy_tail).
+// last pass adds the remaining columns and writes Y. The vectors start at row r0 +
+// edges.head, the head and tail rows beside each pass (AxpyEdges); without an edge tail the
+// rows past the last whole vector go their own way (gemv_axpy_tail).
 template <typename V, int R>
-GK_INLINE void gemv_axpy_part(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
+GK_INLINE void gemv_axpy_part(int64_t r0, int64_t r1, AxpyEdges edges, int64_t cols, float alpha, const float* m,
                               int64_t cs, const float* xp, float beta, float* y, int64_t incy,
                               int64_t ldy, float* sums) {
   constexpr int64_t kLanes = lanes<V>();
   constexpr int kCols = kAxpyColumns;
+  if constexpr (R == 1) {
+    if ((cols == 1 || cols == 2) && beta == 0.0f && incy == 1) {
+      const int64_t rows = r1 - r0, done = gemv_axpy_one_or_two_columns<V>(rows, cols, alpha, m + r0, cs, xp, y + r0);
+      return gemv_axpy_tail<V, R>(done, rows, cols, alpha, m + r0, cs, xp, beta, y + r0, incy, ldy);
+    }
+  }
+  V head_acc[R] = {}, tail_acc[R] = {};
+  const float* head_m = m + r0;
+  const float* tail_m = m + r1 - kLanes;
+  r0 += edges.head;
   const int64_t rows = r1 - r0, vec_rows = rows / kLanes * kLanes, ld = gemv_sums_ld(rows);
   const int64_t blocked = cols > kAxpyDirectColumns && vec_rows > 0 ? cols / kCols * kCols : 0;
   m += r0;
-  if constexpr (R == 1) {
-    if ((cols == 1 || cols == 2) && beta == 0.0f && incy == 1) {
-      const int64_t done = gemv_axpy_one_or_two_columns<V>(rows, cols, alpha, m, cs, xp, y + r0);
-      return gemv_axpy_tail<V, R>(done, rows, cols, alpha, m, cs, xp, beta, y + r0, incy, ldy);
-    }
-  }
   if (blocked) std::fill(sums, sums + R * ld, 0.0f);
   for (int64_t j = 0; j < blocked; j += kCols) {
+    if (edges.head > 0) gemv_axpy_edge_columns<V, R>(j, j + kCols, head_m, cs, xp, head_acc);
     const float* col[kCols];
     float xs[R][kCols];
 #pragma GCC unroll 8
@@ -588,26 +640,35 @@ GK_INLINE void gemv_axpy_part(int64_t r0, int64_t r1, int64_t cols, float alpha,
         store_vec(s, load_vec<V>(s) + (even + odd));
       }
     }
+    if (edges.tail > 0) gemv_axpy_edge_columns<V, R>(j, j + kCols, tail_m, cs, xp, tail_acc);
   }
   float* y0 = y + r0 * incy;
+  if (edges.head > 0) {
+    gemv_axpy_edge_columns<V, R>(blocked, cols, head_m, cs, xp, head_acc);
+    gemv_axpy_finish_lanes<V, R>(head_acc, 0, edges.head, alpha, beta, y0 - edges.head * incy, incy, ldy);
+  }
+  if (edges.tail > 0) {
+    gemv_axpy_edge_columns<V, R>(blocked, cols, tail_m, cs, xp, tail_acc);
+    gemv_axpy_finish_lanes<V, R>(tail_acc, kLanes - edges.tail, edges.tail, alpha, beta, y0 + vec_rows * incy, incy,
+                                 ldy);
+  }
   gemv_axpy_rows<V, R>(0, vec_rows, blocked, cols, alpha, m, cs, xp, beta, y0, incy, ldy, sums, ld);
-  gemv_axpy_tail<V, R>(vec_rows, rows, cols, alpha, m, cs, xp, beta, y0, incy, ldy);
+  if (edges.tail == 0) gemv_axpy_tail<V, R>(vec_rows, rows, cols, alpha, m, cs, xp, beta, y0, incy, ldy);
 }
 
-// gemv_axpy_part from the first row whose address is aligned for V (gemv_unaligned_head,
-// over a thread's part of the rows), the rows before it first, in the tail loop (4096x4096
-// column-major from a 16-byte aligned matrix: 28.9-30.5 GB/s, 41-42 aligned; Zen 5, one
-// thread). That reads a line per column a column apart, which pays only on long columns
-// (column-major NN, A 16 bytes off a line: 512x1x4096 0.09-0.10 -> 0.12-0.15 ms,
-// 1024x1x1024 0.047 -> 0.051-0.065, 2048x1x2048 0.29-0.36 -> 0.23-0.31).
-constexpr int64_t kGemvAxpyAlignMinLength = 2048;
+// gemv_axpy_part with its vectors from the first row whose address is aligned for V
+// (gemv_unaligned_head, over a thread's part of the rows), on columns long enough for edge
+// vectors: 4096x4096 column-major from a 16-byte aligned matrix ran 28.9-30.5 GB/s, 41-42
+// aligned (Zen 5, one thread).
+constexpr int64_t kGemvAxpyAlignMinLength = 256;
 template <typename V, int R>
 GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                          int64_t cs, const float* xp, float beta, float* y, int64_t incy,
                          int64_t ldy, float* sums) {
   const int64_t head = gemv_unaligned_head<V>(m + r0, cs, r1 - r0, kGemvAxpyAlignMinLength);
-  if (head > 0) gemv_axpy_tail<V, R>(0, head, cols, alpha, m + r0, cs, xp, beta, y + r0 * incy, incy, ldy);
-  gemv_axpy_part<V, R>(r0 + head, r1, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);
+  const int64_t past_vectors = (r1 - r0 - head) % lanes<V>();
+  const AxpyEdges edges{head, r1 - r0 >= kGemvAxpyAlignMinLength ? past_vectors : 0};
+  gemv_axpy_part<V, R>(r0, r1, edges, cols, alpha, m, cs, xp, beta, y, incy, ldy, sums);
 }
 
 // Any strides: plain loops.
