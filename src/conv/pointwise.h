@@ -81,9 +81,9 @@ class PointwiseNchw8 {
 
  private:
   // NR output channels from oc0 on, computed by `fn` MR pixels at a time; its weights are
-  // k_rows_ rows of NR floats from w_[weights].
+  // k_rows_ rows of NR floats (weights_offset).
   struct Panel {
-    int64_t oc0, weights;
+    int64_t oc0;
     int mr, nr;
     gk_pointwise_fn fn, one_row;  // one_row: the kernel for single pixels, or nullptr
     gk_pointwise_fn four_rows;    // the kernel for 4 pixels, or nullptr
@@ -127,6 +127,9 @@ class PointwiseNchw8 {
   float* y_at(float* y, int64_t oc0, int64_t pixel) const;
   int64_t y_pixel_stride() const { return direct_nhwc_rows_ ? s_.d.out_channels : 8; }
   int64_t y_block_stride() const { return direct_nhwc_rows_ ? 8 : s_.pixels() * 8; }
+  int64_t weights_offset(const Panel& p, int64_t k0) const;  // in w_
+  int64_t panels_width() const;  // the panels' columns (the output channels rounded up)
+  void pack_weights(const float* weights);  // OIHW
   gk_pointwise_args block_args(const Panel& p, int64_t k0) const;
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
                  float* stage) const;
@@ -173,6 +176,7 @@ class PointwiseNchw8 {
   int64_t min_groups_;              // panel groups whose weights fit half of L2 (when weights_fit)
   int64_t chunk_pixels_;            // pixels per work item (a multiple of every MR; NHWC may take fewer)
   int64_t k_block_;                 // rows per K block (k_rows_ when the weights fit)
+  bool block_major_weights_ = false;  // w_ K block by K block (weights_offset)
   aligned_vector<float> w_, bias_;  // bias_ padded to the panels' width
   aligned_vector<float> zero_row_;  // direct: what taps above or below the image read
   // Direct: the columns of a row run in place, [direct_lo_, direct_hi_); for a row whose
