@@ -413,51 +413,60 @@ TEST(Sgemm, GemvLongLinesAtEveryOffsetFromACacheLine) {
 // The same on the GEMV loops directly, for every ISA's variant (the portable one too,
 // which the path rules give few vectors only past L2) on two threads, each thread's part
 // starting its aligned loads on its own: dot form, 300 rows of 1037 (stride 1040) in two
-// parts; axpy form, 4200 rows (stride 4208; parts of 2048 and 2152) and 700 (stride 704;
-// parts of 384 and 316), by 9 and 37 columns; 1 to 4 vectors, every offset, beta 0 over
-// NaN and 0.5. Then infinities in every column of the first vector of a row one float past
-// a line, so that for each vector width the lanes the head's masked vector zeroes hold
-// one: they must count once (+inf, not NaN).
+// parts, 1 to 4 vectors; axpy form, 4200 rows (stride 4208; parts of 2048 and 2152) and
+// 701 (stride 704; parts of 384 and 317: at some offset, for every vector width, a part
+// with a head and no tail, one with both, one with a tail alone), by 9 and 37 columns
+// (added directly; in blocks through the partial sums), 1 to 4, 7 and 16 vectors, Y by
+// vector or interleaved (a row-major C's rows); every offset, beta 0 over NaN and 0.5.
+// Then infinities in every column of the first vector of a row one float past a line, so
+// that for each vector width the lanes the head's masked vector zeroes hold one: they
+// must count once (+inf, not NaN).
 TEST(Sgemm, GemvLoopsAlignEachThreadsPart) {
   gktest::for_each_kernel([](const gk::KernelInfo& ker) {
     const gk::KernelConfig cfg = gk::derive_blocking(ker);
     for (int form = 0; form < 3; ++form)
       for (int64_t offset : line_offsets())
-        for (int64_t vectors = 1; vectors <= 4; ++vectors) {
-          const bool dot_form = form == 0, short_columns = form == 2;
-          const int64_t rows = dot_form ? 300 : short_columns ? 700 : 4200, cols = dot_form ? 1037 : (offset % 2 ? 37 : 9);
-          const int64_t stride = dot_form ? 1040 : short_columns ? 704 : 4208;
-          const std::vector<float> values = gktest::random_vector(size_t(stride * (dot_form ? rows : cols)), 7);
-          const OffsetCopy matrix(values, offset);
-          const gk::MatrixView mat = dot_form ? gk::MatrixView{matrix.p, stride, 1} : gk::MatrixView{matrix.p, 1, stride};
-          // X (cols x vectors): in dot form each vector contiguous, in axpy form by column.
-          const std::vector<float> x = gktest::random_vector(size_t(cols * vectors), 11);
-          const gk::MatrixView xv = dot_form ? gk::MatrixView{x.data(), 1, cols} : gk::MatrixView{x.data(), vectors, 1};
-          const float beta = offset % 2 ? 0.5f : 0.0f, alpha = 1.5f;
-          std::vector<float> y = gktest::random_vector(size_t(rows * vectors), 13);
-          if (beta == 0.0f) std::fill(y.begin(), y.end(), gktest::kNaN);
-          const std::vector<float> y0 = y;
-          ASSERT_TRUE(gk::gemv(rows, cols, vectors, alpha, mat, xv, beta, y.data(), 1, rows, 2, cfg));
-          for (int64_t v = 0; v < vectors; ++v)
-            for (int64_t i = 0; i < rows; ++i) {
-              double exact = 0.0, magnitude = 0.0;
-              for (int64_t j = 0; j < cols; ++j) {
-                const double prod = double(mat.at(i, j)) * xv.at(j, v);
-                exact += prod;
-                magnitude += std::fabs(prod);
+        for (int64_t vectors : {1, 2, 3, 4, 7, 16})
+          for (int64_t axpy_cols : {9, 37}) {
+            const bool dot_form = form == 0, short_columns = form == 2;
+            if (dot_form && (vectors > 4 || axpy_cols == 37)) continue;
+            const int64_t rows = dot_form ? 300 : short_columns ? 701 : 4200, cols = dot_form ? 1037 : axpy_cols;
+            const int64_t stride = dot_form ? 1040 : short_columns ? 704 : 4208;
+            const std::vector<float> values = gktest::random_vector(size_t(stride * (dot_form ? rows : cols)), 7);
+            const OffsetCopy matrix(values, offset);
+            const gk::MatrixView mat = dot_form ? gk::MatrixView{matrix.p, stride, 1} : gk::MatrixView{matrix.p, 1, stride};
+            // X (cols x vectors): in dot form each vector contiguous, in axpy form by column.
+            const std::vector<float> x = gktest::random_vector(size_t(cols * vectors), 11);
+            const gk::MatrixView xv = dot_form ? gk::MatrixView{x.data(), 1, cols} : gk::MatrixView{x.data(), vectors, 1};
+            const float beta = offset % 2 ? 0.5f : 0.0f, alpha = 1.5f;
+            // Y(i, v) at y[i * incy + v * ldy].
+            const bool interleaved = !dot_form && (offset + vectors) % 2 == 1;
+            const int64_t incy = interleaved ? vectors : 1, ldy = interleaved ? 1 : rows;
+            std::vector<float> y = gktest::random_vector(size_t(rows * vectors), 13);
+            if (beta == 0.0f) std::fill(y.begin(), y.end(), gktest::kNaN);
+            const std::vector<float> y0 = y;
+            ASSERT_TRUE(gk::gemv(rows, cols, vectors, alpha, mat, xv, beta, y.data(), incy, ldy, 2, cfg));
+            for (int64_t v = 0; v < vectors; ++v)
+              for (int64_t i = 0; i < rows; ++i) {
+                double exact = 0.0, magnitude = 0.0;
+                for (int64_t j = 0; j < cols; ++j) {
+                  const double prod = double(mat.at(i, j)) * xv.at(j, v);
+                  exact += prod;
+                  magnitude += std::fabs(prod);
+                }
+                exact *= alpha;
+                magnitude *= alpha;
+                const size_t at = size_t(i * incy + v * ldy);
+                if (beta != 0.0f) {
+                  exact += double(beta) * y0[at];
+                  magnitude += std::fabs(double(beta) * y0[at]);
+                }
+                const double got = y[at];
+                ASSERT_LE(std::fabs(got - exact), (cols + 4) * double(FLT_EPSILON) * magnitude + 1e-30)
+                    << (dot_form ? "dot" : "axpy") << " form, " << rows << " rows, offset " << offset << ", " << vectors
+                    << " vectors, " << cols << " columns, Y(" << i << ", " << v << ")";
               }
-              exact *= alpha;
-              magnitude *= alpha;
-              if (beta != 0.0f) {
-                exact += double(beta) * y0[size_t(v * rows + i)];
-                magnitude += std::fabs(double(beta) * y0[size_t(v * rows + i)]);
-              }
-              const double got = y[size_t(v * rows + i)];
-              ASSERT_LE(std::fabs(got - exact), (cols + 4) * double(FLT_EPSILON) * magnitude + 1e-30)
-                  << (dot_form ? "dot" : "axpy") << " form, offset " << offset << ", " << vectors << " vectors, Y(" << i
-                  << ", " << v << ")";
-            }
-        }
+          }
     const int64_t rows = 67, cols = 1040;
     for (int64_t vectors = 1; vectors <= 4; ++vectors) {
       std::vector<float> values(size_t(rows * cols), 0.5f), x(size_t(cols * vectors), 0.25f);

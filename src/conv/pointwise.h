@@ -81,7 +81,7 @@ class PointwiseNchw8 {
 
  private:
   // NR output channels from oc0 on, computed by `fn` MR pixels at a time; its weights are
-  // k_rows_ rows of NR floats (weights_offset).
+  // k_rows_ rows of NR floats, each K block's rows contiguous (weights_offset).
   struct Panel {
     int64_t oc0;
     int mr, nr;

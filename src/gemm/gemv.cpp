@@ -594,7 +594,8 @@ GK_INLINE int64_t gemv_axpy_one_or_two_columns(int64_t rows, int64_t cols, float
 // Y(i, r) = y[i * incy + r * ldy]. Whole blocks of kAxpyColumns go through `sums`; the
 // last pass adds the remaining columns and writes Y. The vectors start at row r0 +
 // edges.head, the head and tail rows beside each pass (AxpyEdges); without an edge tail the
-// rows past the last whole vector go their own way (gemv_axpy_tail).
+// rows past the last whole vector go their own way (gemv_axpy_tail). One or two columns
+// into a contiguous Y run their own loop from r0, edges unused.
 template <typename V, int R>
 GK_INLINE void gemv_axpy_part(int64_t r0, int64_t r1, AxpyEdges edges, int64_t cols, float alpha, const float* m,
                               int64_t cs, const float* xp, float beta, float* y, int64_t incy,
@@ -609,7 +610,7 @@ GK_INLINE void gemv_axpy_part(int64_t r0, int64_t r1, AxpyEdges edges, int64_t c
   }
   V head_acc[R] = {}, tail_acc[R] = {};
   const float* head_m = m + r0;
-  const float* tail_m = m + r1 - kLanes;
+  const float* tail_m = edges.tail > 0 ? m + (r1 - kLanes) : nullptr;
   r0 += edges.head;
   const int64_t rows = r1 - r0, vec_rows = rows / kLanes * kLanes, ld = gemv_sums_ld(rows);
   const int64_t blocked = cols > kAxpyDirectColumns && vec_rows > 0 ? cols / kCols * kCols : 0;
@@ -659,7 +660,8 @@ GK_INLINE void gemv_axpy_part(int64_t r0, int64_t r1, AxpyEdges edges, int64_t c
 // gemv_axpy_part with its vectors from the first row whose address is aligned for V
 // (gemv_unaligned_head, over a thread's part of the rows), on columns long enough for edge
 // vectors: 4096x4096 column-major from a 16-byte aligned matrix ran 28.9-30.5 GB/s, 41-42
-// aligned (Zen 5, one thread).
+// aligned (Zen 5, one thread). From 256 rows on the edges cost nothing measurable (256x1x4096
+// 0.051-0.054 ms either way, 1024x1x1024 0.060 -> 0.053).
 constexpr int64_t kGemvAxpyAlignMinLength = 256;
 template <typename V, int R>
 GK_INLINE void gemv_axpy(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
