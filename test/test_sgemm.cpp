@@ -334,6 +334,29 @@ TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
   });
 }
 
+// 2-4 columns of C against A's contiguous rows (the dot form) past half of L2, on two
+// threads: the GEMV loops on two threads, not the tiny-narrow path, whose two threads ran
+// slower than the GEMV on one. Row-major A plain (the few-columns rule); column-major A
+// transposed (the same product on C's transpose: the few-rows rule); B either way, beta 0
+// (C NaN) and 0.5, a padded leading dimension; the path asserted.
+TEST(Sgemm, FewColumnsOnTwoThreadsStayOnTheGemv) {
+  const Case cases[] = {{1024, 2, 1024, true, false, false, 1.0f, 0.0f, 0},
+                        {2000, 4, 300, true, false, true, -1.5f, 0.5f, 3},
+                        {1031, 3, 517, false, true, false, 1.0f, 0.5f, 0},
+                        {1024, 4, 1024, false, true, true, 0.5f, 0.0f, 5},
+                        {8000, 2, 64, true, false, false, 1.0f, 0.0f, 0}};
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    if (!gk::derive_blocking(ker).paths.tiny_blocks) return;
+    gk_set_num_threads(2);
+    for (const Case& c : cases) {
+      ASSERT_TRUE(run_case(c));
+      const gk::GemmPath expected = c.row_major ? gk::GemmPath::GemvColumns : gk::GemmPath::GemvRows;
+      EXPECT_EQ(gk::last_gemm_path(), expected) << describe(c) << " ran " << gk::path_name(gk::last_gemm_path());
+    }
+    gk_set_num_threads(0);
+  });
+}
+
 // A copy of `values` starting `offset` floats past a 64-byte line, NaN around it (a read
 // past either end would show).
 // Offsets from a 64-byte line's start: every one, or (emulated) those that give each
