@@ -216,37 +216,6 @@ TEST(Sgemm, MatrixVectorShapes) {
   });
 }
 
-// A matrix past gemv_row_at_a_time_min_bytes times one vector in dot form (row-major NT
-// or column-major TN, a row or a column of C): its rows are read one at a time, four
-// vectors a step, then single vectors, then floats. K through every tail of the four-vector
-// step (1-70) with rows enough to pass the limit, the longest rows read so and the shortest
-// that are not; 1 and 2 threads, both orientations, alpha and beta by turns (beta 0 with C
-// NaN), the path asserted.
-TEST(Sgemm, MatrixVectorPastL2RowAtATime) {
-  gktest::for_each_kernel([](const gk::KernelInfo&) {
-    const gk::PathLimits& l = gk::active_config().paths;
-    const int64_t limit = l.gemv_row_at_a_time_min_bytes, longest = l.gemv_row_at_a_time_max_row_bytes / 4;
-    std::vector<std::pair<int64_t, int64_t>> shapes;  // rows, K
-    for (int64_t k = 1; k <= 70; k += gktest::quick() ? 3 : 1) shapes.push_back({limit / (4 * k) + 1 + k % 5, k});
-    for (int64_t k : {longest - 3, longest, longest + 1}) shapes.push_back({limit / (4 * k) + 3, k});
-    int pick = 0;
-    for (int threads : {1, 2}) {
-      gk_set_num_threads(threads);
-      for (const auto& s : shapes) {
-        const bool wide = pick % 2 == 0, rm = pick / 2 % 2 == 0;
-        const float alpha = kAlphas[1 + pick % 2], beta = kBetas[pick / 2 % 3];
-        ++pick;
-        const int64_t m = wide ? 1 : s.first, n = wide ? s.first : 1;
-        ASSERT_TRUE(run_case({m, n, s.second, rm, /*ta=*/!rm, /*tb=*/rm, alpha, beta, pick % 4 == 1 ? 3 : 0}));
-        const gk::GemmPath ran = gk::last_gemm_path();
-        EXPECT_TRUE(ran == gk::GemmPath::GemvRows || ran == gk::GemmPath::GemvColumns)
-            << m << "x" << n << "x" << s.second << " ran " << gk::path_name(ran);
-      }
-    }
-    gk_set_num_threads(0);
-  });
-}
-
 // One row or column of C with few elements (the GEMV path's rows past its last whole
 // vector: halves of it, then single rows): every count from 1 to 40 (each tail of 16-, 8-
 // and 4-float vectors), K short of, at and past the direct columns (16) and odd, in every
@@ -436,6 +405,70 @@ TEST(Sgemm, GemvLongLinesAtEveryOffsetFromACacheLine) {
   });
 }
 
+// Y = alpha * M X + beta * Y0 (Y(i, v) at y[i * incy + v * ldy]) against a double
+// reference, within (cols + 4) ulps of the terms' magnitudes.
+testing::AssertionResult gemv_matches(int64_t rows, int64_t cols, int64_t vectors, float alpha, const gk::MatrixView& mat,
+                                      const gk::MatrixView& xv, float beta, const std::vector<float>& y0,
+                                      const std::vector<float>& y, int64_t incy, int64_t ldy) {
+  for (int64_t v = 0; v < vectors; ++v)
+    for (int64_t i = 0; i < rows; ++i) {
+      double exact = 0.0, magnitude = 0.0;
+      for (int64_t j = 0; j < cols; ++j) {
+        const double prod = double(mat.at(i, j)) * xv.at(j, v);
+        exact += prod;
+        magnitude += std::fabs(prod);
+      }
+      exact *= alpha;
+      magnitude *= alpha;
+      const size_t at = size_t(i * incy + v * ldy);
+      if (beta != 0.0f) {
+        exact += double(beta) * y0[at];
+        magnitude += std::fabs(double(beta) * y0[at]);
+      }
+      const double got = y[at];
+      if (!(std::fabs(got - exact) <= (cols + 4) * double(FLT_EPSILON) * magnitude + 1e-30))
+        return testing::AssertionFailure() << "Y(" << i << ", " << v << ") = " << got << ", expected " << exact;
+    }
+  return testing::AssertionSuccess();
+}
+
+// The dot form's passes take a row from each of their lanes (a part's rows split into as
+// many runs as a pass has rows: 4 with one vector, 2-4 with more), the rows past the last whole
+// pass one at a time. On the GEMV loops directly, every ISA's variant: 1-40 rows and 97,
+// 1 and 2 threads (parts of different lengths, each with its own lanes), so a part has
+// 0-3 rows past its passes and lanes of 0 to 24 rows; K 8-70 (every tail of the two-vector
+// step), 257 and 1037 (aligned starts, stride 1040); 1-8 vectors (each group size, 5-8 in
+// one pass with 16-float vectors) and 11 (8 + 3); beta 0 over NaN and 0.5.
+TEST(Sgemm, GemvDotRowsInLanes) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    const gk::KernelConfig cfg = gk::derive_blocking(ker);
+    std::vector<int64_t> row_counts;
+    for (int64_t r = 1; r <= 40; ++r) row_counts.push_back(r);
+    row_counts.push_back(97);
+    int pick = 0;
+    for (int64_t cols : {8, 13, 31, 37, 70, 257, 1037}) {
+      const int64_t stride = cols < 257 ? cols + 1 : 1040;
+      for (int64_t rows : row_counts)
+        for (int64_t vectors : {1, 2, 3, 4, 5, 6, 7, 8, 11})
+          for (int threads : {1, 2}) {
+            ++pick;
+            if (gktest::quick() && pick % 3 != 0) continue;
+            const std::vector<float> values = gktest::random_vector(size_t(stride * rows), 7);
+            const gk::MatrixView mat{values.data(), stride, 1};
+            const std::vector<float> x = gktest::random_vector(size_t(cols * vectors), 11);
+            const gk::MatrixView xv{x.data(), 1, cols};
+            const float beta = pick % 2 ? 0.5f : 0.0f;
+            std::vector<float> y = gktest::random_vector(size_t(rows * vectors), 13);
+            if (beta == 0.0f) std::fill(y.begin(), y.end(), gktest::kNaN);
+            const std::vector<float> y0 = y;
+            ASSERT_TRUE(gk::gemv(rows, cols, vectors, 1.5f, mat, xv, beta, y.data(), 1, rows, threads, cfg));
+            ASSERT_TRUE(gemv_matches(rows, cols, vectors, 1.5f, mat, xv, beta, y0, y, 1, rows))
+                << rows << " rows, " << cols << " columns, " << vectors << " vectors, " << threads << " threads";
+          }
+    }
+  });
+}
+
 // The same on the GEMV loops directly, for every ISA's variant (the portable one too,
 // which the path rules give few vectors only past L2) on two threads, each thread's part
 // starting its aligned loads on its own: dot form, 300 rows of 1037 (stride 1040) in two
@@ -472,26 +505,9 @@ TEST(Sgemm, GemvLoopsAlignEachThreadsPart) {
             if (beta == 0.0f) std::fill(y.begin(), y.end(), gktest::kNaN);
             const std::vector<float> y0 = y;
             ASSERT_TRUE(gk::gemv(rows, cols, vectors, alpha, mat, xv, beta, y.data(), incy, ldy, 2, cfg));
-            for (int64_t v = 0; v < vectors; ++v)
-              for (int64_t i = 0; i < rows; ++i) {
-                double exact = 0.0, magnitude = 0.0;
-                for (int64_t j = 0; j < cols; ++j) {
-                  const double prod = double(mat.at(i, j)) * xv.at(j, v);
-                  exact += prod;
-                  magnitude += std::fabs(prod);
-                }
-                exact *= alpha;
-                magnitude *= alpha;
-                const size_t at = size_t(i * incy + v * ldy);
-                if (beta != 0.0f) {
-                  exact += double(beta) * y0[at];
-                  magnitude += std::fabs(double(beta) * y0[at]);
-                }
-                const double got = y[at];
-                ASSERT_LE(std::fabs(got - exact), (cols + 4) * double(FLT_EPSILON) * magnitude + 1e-30)
-                    << (dot_form ? "dot" : "axpy") << " form, " << rows << " rows, offset " << offset << ", " << vectors
-                    << " vectors, " << cols << " columns, Y(" << i << ", " << v << ")";
-              }
+            ASSERT_TRUE(gemv_matches(rows, cols, vectors, alpha, mat, xv, beta, y0, y, incy, ldy))
+                << (dot_form ? "dot" : "axpy") << " form, " << rows << " rows, offset " << offset << ", " << vectors
+                << " vectors, " << cols << " columns";
           }
     const int64_t rows = 67, cols = 1040;
     for (int64_t vectors = 1; vectors <= 4; ++vectors) {

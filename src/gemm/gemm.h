@@ -160,8 +160,6 @@ struct PathLimits {
   int64_t gemv_min_matrix_bytes = 0;  // GEMV of several vectors: the matrix is past L2
   int64_t gemv_threads_min_matrix_bytes = 0;  // a GEMV on more than one thread
   int64_t gemv_axpy_threads_min_matrix_bytes = 0;  // the same for one vector in axpy form
-  int64_t gemv_row_at_a_time_min_bytes = 0;   // one vector in dot form: rows one at a time
-  int64_t gemv_row_at_a_time_max_row_bytes = 0;  // and rows (cols x 4 bytes) at most this long
   int64_t dot_max_vectors = 0;        // dot products: at most this many rows or columns of C,
   int64_t dot_min_k = 0;              // K at least this,
   int64_t dot_max_matrix_bytes = 0;   // and the other operand within L1

@@ -133,16 +133,15 @@ GK_INLINE float dot_row_sum(const V& acc, const float* row, const float* x, int6
   return (j > head ? hsum(acc) : 0.0f) + dot_tail<V>(row, x, j, cols) + (head > 0 ? dot_tail<V>(row, x, 0, head) : 0.0f);
 }
 
-// Rows [r0, r1) in dot form; x is contiguous. Four rows per pass (four sequential streams)
-// with two vectors each: 8 accumulators in registers.
-// `row_at_a_time`: each row read alone, start to end. Four rows read side by side are four
-// streams a row apart; from memory 1x4000x512 ran at 12.5 GB/s that way, 25 one row after
-// another, 1x1000x1024 17-19 against 25, 1x1000x2048 20 against 26 (Zen 4 VM, one thread).
-// Longer rows push x out of L1 between rows: 1x1000x4096 23 against 21, 1x4096x25088 28.6
-// against 18.5.
+// Rows [r0, r1) in dot form; x is contiguous. Four rows per pass with two vectors each (8
+// accumulators), each load of x serving four rows. The four rows lie a lane apart (the
+// part's rows split into four runs, a pass taking the next row of each), so the matrix is
+// read as four sequential streams. Four neighbouring rows per pass would restart three
+// streams every pass, which the prefetchers lose: from memory, one thread, Zen 5,
+// 1x1000x4096 NN ran 0.54 ms so against 0.44 in lanes, 2048x1x1024 0.235 against 0.198.
 template <typename V>
 GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
-                        int64_t rs, const float* x, float beta, float* y, int64_t incy, bool row_at_a_time) {
+                        int64_t rs, const float* x, float beta, float* y, int64_t incy) {
   switch (cols) {
     case 1: return gemv_dot_short_rows<1>(r0, r1, alpha, m, rs, x, beta, y, incy);
     case 2: return gemv_dot_short_rows<2>(r0, r1, alpha, m, rs, x, beta, y, incy);
@@ -155,9 +154,10 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
   }
   constexpr int64_t kLanes = lanes<V>(), kStep = 2 * kLanes;
   const int64_t head = gemv_unaligned_head<V>(m + r0 * rs, rs, cols, kGemvDotAlignMinLength);
-  int64_t i = r0;
-  for (; !row_at_a_time && i + 4 <= r1; i += 4) {
-    const float* row[4] = {m + i * rs, m + (i + 1) * rs, m + (i + 2) * rs, m + (i + 3) * rs};
+  const int64_t passes = (r1 - r0) / 4, lane = passes;
+  for (int64_t p = 0; p < passes; ++p) {
+    const int64_t i = r0 + p;
+    const float* row[4] = {m + i * rs, m + (i + lane) * rs, m + (i + 2 * lane) * rs, m + (i + 3 * lane) * rs};
     V lo[4], hi[4];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) lo[r] = hi[r] = V{};  // (an `= {}` initializer became a `rep stos`)
@@ -179,10 +179,10 @@ GK_INLINE void gemv_dot(int64_t r0, int64_t r1, int64_t cols, float alpha, const
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
       const float s = dot_row_sum<V>(lo[r] + hi[r], row[r], x, head, j, cols);
-      y[(i + r) * incy] = finish(alpha, s, beta, y[(i + r) * incy]);
+      y[(i + r * lane) * incy] = finish(alpha, s, beta, y[(i + r * lane) * incy]);
     }
   }
-  for (; i < r1; ++i) {  // four chains: one would wait an FMA latency per vector
+  for (int64_t i = r0 + 4 * passes; i < r1; ++i) {  // four chains: one would wait an FMA latency per vector
     const float* row = m + i * rs;
     V acc[4];
 #pragma GCC unroll 4
@@ -237,12 +237,12 @@ template <typename V, int R, int Rows>
 GK_INLINE void add_masked_vector(V* acc, typename IntVector<V>::type mask, const float* m, int64_t rs, const float* x,
                                  int64_t xs) {
   V xv[R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int v = 0; v < R; ++v) xv[v] = mask ? load_vec<V>(x + v * xs) : V{};
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r) {
     const V a = mask ? load_vec<V>(m + r * rs) : V{};
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v = 0; v < R; ++v) acc[r * R + v] += a * xv[v];
   }
 }
@@ -274,64 +274,82 @@ GK_INLINE void gemv_dot_vectors(int64_t r0, int64_t r1, int64_t cols, float alph
     new_lanes[t] = t >= kLanes - body % kLanes ? -1 : 0;
   }
   const int64_t whole = body / kLanes * kLanes;
-  int64_t i = r0;
-  for (; i + Rows <= r1; i += Rows) {
+  // A pass's rows lie a lane apart: the part's rows split into Rows runs, and each pass
+  // takes the next row of every run, so each run is one sequential stream.
+  const int64_t passes = (r1 - r0) / Rows, lane = passes;
+  const int64_t lane_rs = lane * rs;
+  for (int64_t p = 0; p < passes; ++p) {
+    const int64_t i = r0 + p;
     V acc[kFolded];
 #pragma GCC unroll 16
     for (int a = 0; a < kFolded; ++a) acc[a] = V{};
     for (int64_t j = head; j < head + whole; j += kLanes) {
       V xv[R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int v = 0; v < R; ++v) xv[v] = load_vec<V>(x + v * xs + j);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r) {
-        const V a = load_vec<V>(m + (i + r) * rs + j);
-#pragma GCC unroll 4
+        const V a = load_vec<V>(m + i * rs + r * lane_rs + j);
+#pragma GCC unroll 8
         for (int v = 0; v < R; ++v) acc[r * R + v] += a * xv[v];
       }
     }
     // Rows shorter than a vector: halves of vectors, then single floats (the path rules ask
     // for a whole vector of K; this keeps the loop right for any K).
     if (whole == 0) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int v = 0; v < R; ++v) {
-          float* out = y + (i + r) * incy + v * ldy;
-          *out = finish(alpha, dot_tail<V>(m + (i + r) * rs, x + v * xs, 0, cols), beta, *out);
+          float* out = y + (i + r * lane) * incy + v * ldy;
+          *out = finish(alpha, dot_tail<V>(m + i * rs + r * lane_rs, x + v * xs, 0, cols), beta, *out);
         }
       continue;
     }
-    if (whole < body) add_masked_vector<V, R, Rows>(acc, new_lanes, m + i * rs + cols - kLanes, rs, x + cols - kLanes, xs);
-    if (head > 0) add_masked_vector<V, R, Rows>(acc, head_lanes, m + i * rs, rs, x, xs);
+    if (whole < body) add_masked_vector<V, R, Rows>(acc, new_lanes, m + i * rs + cols - kLanes, lane_rs, x + cols - kLanes, xs);
+    if (head > 0) add_masked_vector<V, R, Rows>(acc, head_lanes, m + i * rs, lane_rs, x, xs);
     float sums[kFolded > kLanes ? kFolded : kLanes];
     fold_sums<V, kLanes, kFolded>(acc, sums);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int v = 0; v < R; ++v) {
-        float* out = y + (i + r) * incy + v * ldy;
+        float* out = y + (i + r * lane) * incy + v * ldy;
         *out = finish(alpha, sums[r * R + v], beta, *out);
       }
   }
-  if constexpr (Rows > 1) gemv_dot_vectors<V, R, 1>(i, r1, cols, alpha, m, rs, x, xs, beta, y, incy, ldy);
+  if constexpr (Rows > 1) gemv_dot_vectors<V, R, 1>(r0 + passes * Rows, r1, cols, alpha, m, rs, x, xs, beta, y, incy, ldy);
 }
 
-// Any number of vectors in dot form: groups of up to 4 read the matrix once each.
+// Any number of vectors in dot form: groups of up to 4 (8 with 32 vector registers, two
+// rows per pass) read the matrix once each.
 template <typename V>
 GK_INLINE void gemv_dot_all(int64_t vectors, int64_t r0, int64_t r1, int64_t cols, float alpha, const float* m,
                             int64_t rs, const float* x, int64_t xs, float beta, float* y, int64_t incy,
-                            int64_t ldy, bool row_at_a_time) {
-  constexpr int kWide = lanes<V>() == 16 ? 4 : 2;
+                            int64_t ldy) {
+  constexpr bool kThirtyTwoRegisters = lanes<V>() == 16;
+  constexpr int kWide = kThirtyTwoRegisters ? 4 : 2, kGroup = kThirtyTwoRegisters ? 8 : 4;
   for (int64_t v = 0; v < vectors;) {
     const float* xv = x + v * xs;
     float* yv = y + v * ldy;
-    switch (std::min<int64_t>(vectors - v, 4)) {
-      case 1: gemv_dot<V>(r0, r1, cols, alpha, m, rs, xv, beta, yv, incy, row_at_a_time); v += 1; break;
-      case 2: gemv_dot_vectors<V, 2, 4>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 2; break;
-      case 3: gemv_dot_vectors<V, 3, kWide>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 3; break;
-      default: gemv_dot_vectors<V, 4, kWide>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); v += 4; break;
+    const int64_t group = std::min<int64_t>(vectors - v, kGroup);
+    if constexpr (kThirtyTwoRegisters) {
+      switch (group) {
+        case 5: gemv_dot_vectors<V, 5, 2>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); break;
+        case 6: gemv_dot_vectors<V, 6, 2>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); break;
+        case 7: gemv_dot_vectors<V, 7, 2>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); break;
+        case 8: gemv_dot_vectors<V, 8, 2>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); break;
+        default: break;
+      }
     }
+    switch (group) {
+      case 1: gemv_dot<V>(r0, r1, cols, alpha, m, rs, xv, beta, yv, incy); break;
+      case 2: gemv_dot_vectors<V, 2, 4>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); break;
+      case 3: gemv_dot_vectors<V, 3, kWide>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); break;
+      case 4: gemv_dot_vectors<V, 4, kWide>(r0, r1, cols, alpha, m, rs, xv, xs, beta, yv, incy, ldy); break;
+      default: break;
+    }
+    v += group;
   }
 }
 
@@ -684,7 +702,7 @@ void gemv_strided(int64_t r0, int64_t r1, int64_t cols, float alpha, const Matri
 }
 
 using GemvDot = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                         const float*, int64_t, float, float*, int64_t, int64_t, bool);
+                         const float*, int64_t, float, float*, int64_t, int64_t);
 using GemvAxpy = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
                           const float*, float, float*, int64_t, int64_t, float*);
 
@@ -715,9 +733,8 @@ using GemvAxpy = void (*)(int64_t, int64_t, int64_t, int64_t, float, const float
   target_attr void gemv_dot_##suffix(int64_t vectors, int64_t r0, int64_t r1, int64_t cols,  \
                                      float alpha, const float* m, int64_t rs, const float* x, \
                                      int64_t xs, float beta, float* y, int64_t incy,         \
-                                     int64_t ldy, bool row_at_a_time) {                      \
-    gemv_dot_all<vec>(vectors, r0, r1, cols, alpha, m, rs, x, xs, beta, y, incy, ldy,        \
-                      row_at_a_time);                                                        \
+                                     int64_t ldy) {                                          \
+    gemv_dot_all<vec>(vectors, r0, r1, cols, alpha, m, rs, x, xs, beta, y, incy, ldy);       \
   }                                                                                          \
   target_attr void gemv_axpy_##suffix(int64_t vectors, int64_t r0, int64_t r1, int64_t cols, \
                                       float alpha, const float* m, int64_t cs,               \
@@ -777,9 +794,6 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
   // floats; in dot form vector r at xp + r * cols).
   const bool dot_form = mat.cs == 1 && mat.rs != 1;
   const bool axpy_form = mat.rs == 1;
-  const bool row_at_a_time = vectors == 1 && rows * cols * static_cast<int64_t>(sizeof(float)) >
-                                                 cfg.paths.gemv_row_at_a_time_min_bytes &&
-                             cols * static_cast<int64_t>(sizeof(float)) <= cfg.paths.gemv_row_at_a_time_max_row_bytes;
   const float* xp = x.p;
   int64_t incx = x.rs, xs = x.cs;
   const bool gather = (dot_form && incx != 1) || (axpy_form && !(x.rs == vectors && (x.cs == 1 || vectors == 1)));
@@ -807,7 +821,7 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
     for (int part = tid; part < threads; part += nt) {
       const RowRange r = gemv_part(rows, part, threads);
       if (dot_form) {
-        impl.dot(vectors, r.r0, r.r1, cols, alpha, mat.p, mat.rs, xp, xs, beta, y, incy, ldy, row_at_a_time);
+        impl.dot(vectors, r.r0, r.r1, cols, alpha, mat.p, mat.rs, xp, xs, beta, y, incy, ldy);
       } else if (axpy_form) {
         impl.axpy(vectors, r.r0, r.r1, cols, alpha, mat.p, mat.cs, xp, beta, y, incy, ldy, sums.part(tid));
       } else {

@@ -87,12 +87,6 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // TN (8 MiB) 92-96 / 109-114; 4096x1x1024 TN 265-276 / 194-195; 4096x1x2048 800-889 /
   // 426-437. (The dot form gains from 2 MiB: 2048x1x512 NN 65-66 / 62.)
   l.gemv_axpy_threads_min_matrix_bytes = 8 * c.l2;
-  // Past L2 a GEMV's rows come from L3 or memory: there it reads them one after another
-  // while the vector stays in L1 beside a row (gemv.cpp, gemv_dot). Within L2, and with
-  // longer rows, four rows at a time share each load of the vector. 1x1000x1024 NT, one
-  // thread: from memory 0.28 -> 0.17 ms; from L3, called back to back, 0.054 -> 0.063.
-  l.gemv_row_at_a_time_min_bytes = c.l2;
-  l.gemv_row_at_a_time_max_row_bytes = c.l1d / 4;
   // A's rows and B's columns both contiguous along K (row-major NT) with C at most 4 rows
   // or columns: the GEMV's dot form, each element of C one dot product of two contiguous
   // runs, where the tiny path first gathers B's columns into rows. Against the tiny path,
