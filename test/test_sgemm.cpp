@@ -329,6 +329,41 @@ TEST(Sgemm, FewColumnsOnTwoThreadsStayOnTheGemv) {
   if (kernels == 0) GTEST_SKIP() << "no kernel of this CPU has the tiny paths' vector blocks";
 }
 
+// 5-8 columns of C against A's contiguous rows, A past wide_dot_min_matrix_bytes and
+// within wide_dot_max_matrix_bytes: one dot-form pass (the GEMV loops) where the kernel has
+// 16-float vectors. Just inside both ends of the window, and just outside them (another
+// path); row-major, A plain, B either way, every column count, odd K, 1 and 2 threads,
+// beta 0 (C NaN) and 0.5, padded leading dimensions; the path asserted. (Few rows of C
+// against B's rows contiguous, as a column-major call with A transposed is here, take the
+// dot form past L2 by gemv_serves.)
+TEST(Sgemm, FiveToEightColumnsInOneDotPass) {
+  int kernels = 0;
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    const gk::PathLimits l = gk::derive_blocking(ker).paths;
+    if (!l.tiny_blocks || l.wide_dot_max_vectors < 8) return;
+    ++kernels;
+    const int64_t k = 517, row_bytes = k * 4;
+    const int64_t first = l.wide_dot_min_matrix_bytes / row_bytes + 1, last = l.wide_dot_max_matrix_bytes / row_bytes;
+    int pick = 0;
+    for (int threads : {1, 2}) {
+      gk_set_num_threads(threads);
+      for (int64_t n = 5; n <= 8; ++n)
+        for (int64_t m : {first - 1, first, last, last + 1}) {
+          const bool inside = m >= first && m <= last;
+          const Case c{m, n, k, true, false, pick % 2 == 1, 1.5f, pick % 3 == 0 ? 0.0f : 0.5f, pick % 4};
+          ++pick;
+          ASSERT_TRUE(run_case(c));
+          if (inside)
+            EXPECT_EQ(gk::last_gemm_path(), gk::GemmPath::GemvColumns) << describe(c) << " ran " << gk::path_name(gk::last_gemm_path());
+          else
+            EXPECT_NE(gk::last_gemm_path(), gk::GemmPath::GemvColumns) << describe(c) << " ran " << gk::path_name(gk::last_gemm_path());
+        }
+    }
+    gk_set_num_threads(0);
+  });
+  if (kernels == 0) GTEST_SKIP() << "no kernel of this CPU has 16-float vectors and the tiny paths";
+}
+
 // A copy of `values` starting `offset` floats past a 64-byte line, NaN around it (a read
 // past either end would show).
 // Offsets from a 64-byte line's start: every one, or (emulated) those that give each
@@ -559,8 +594,9 @@ TEST(Sgemm, FewVectorsDotTailCountsInfinitiesOnce) {
 // A GEMM with a few rows (or columns) against a matrix that outgrows L2 runs as that
 // matrix times R vectors (the GEMV path) when the matrix's columns are contiguous, and for
 // few rows of C also when B's columns are (the dot form; row-major: every few-row case is
-// GemvRows); past 4 columns against A's contiguous rows, other paths (on one thread, up to
-// 4 vectors, the GEMV loops: FewVectorsReadTheMatrixOnce). Every transpose and layout,
+// GemvRows); past 4 columns against A's contiguous rows, other paths but within the
+// window of wide_dot_serves (on one thread, up to 4 vectors, the GEMV loops:
+// FewVectorsReadTheMatrixOnce). Every transpose and layout,
 // R from 2 to kGemvMaxVectors, rows and columns with tails, 1 and 2 threads.
 TEST(Sgemm, FewRowsOrColumnsAgainstALargeMatrix) {
   const int64_t l2 = gk::caches().l2;
@@ -582,7 +618,11 @@ TEST(Sgemm, FewRowsOrColumnsAgainstALargeMatrix) {
               }
               ASSERT_TRUE(run_case({wide, r, k, rm, ta, tb, 1.0f, 0.5f, 0}));
               if (rm && r > 4) {
-                EXPECT_EQ(gk::last_gemm_path() == gk::GemmPath::GemvColumns, ta) << r << " columns";
+                const gk::PathLimits& l = gk::active_config().paths;
+                const int64_t bytes = wide * k * 4;
+                const bool wide_dot = l.tiny_blocks && r <= l.wide_dot_max_vectors && bytes > l.wide_dot_min_matrix_bytes &&
+                                      bytes <= l.wide_dot_max_matrix_bytes;
+                EXPECT_EQ(gk::last_gemm_path() == gk::GemmPath::GemvColumns, ta || wide_dot) << r << " columns";
               }
             }
       }

@@ -167,6 +167,9 @@ struct PathLimits {
   int64_t few_rows_min_columns = 0;   // few rows of C: C at least this wide
   int64_t few_vectors_dot_min_k = 0;  // few vectors in dot form: K at least this,
   int64_t few_rows_dot_min_k = 0;     // and with 3-4 rows of C at least this
+  int64_t wide_dot_max_vectors = 0;   // 5 to this many columns of C in dot form (0: none),
+  int64_t wide_dot_min_matrix_bytes = 0;  // the matrix past this
+  int64_t wide_dot_max_matrix_bytes = 0;  // and within this
   int64_t few_rows_axpy_max_vectors = 0;  // few rows of C with B's rows contiguous: at most this many
   int64_t tiny_block_rows = 0;        // one tiny row block with B's rows contiguous: any size
   bool in_place_a_kernels = false;    // pointwise kernels that can read A in place

@@ -136,6 +136,16 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // 3x2000x16 21 / 27, 3x200x17 13-18 / 17-25, 4x500x17 19-20 / 22-26, 3x500x18 15-19 /
   // 14-19, 3x300x20 21-23 / 16-18, 4x1000x30 32-36 / 22, 4x200x31 30-38 / 21-24.
   l.few_rows_dot_min_k = 20;
+  // 5-8 columns of C against A's contiguous rows: one dot-form pass for all of them on
+  // 16-float vectors (2 rows x 8 sums in 32 registers; 8-float ones would read A twice),
+  // where A is past half of L2 and within 8 L2s. Against the tiny-narrow path, one
+  // thread, Zen 5, us: 1024x8x1024 209 -> 123, 1024x6x1024 218 -> 87, 2048x8x1024 429 ->
+  // 284, 512x8x2048 208 -> 173, 1000x5x500 92 -> 60; from memory it loses with 8 columns
+  // (4096x8x4096 4.1 -> 4.7 ms, 4096x8x1536 1.44 -> 1.54, 2048x8x2048 even) and within L2
+  // (300x8x300 16.1 -> 16.9).
+  l.wide_dot_max_vectors = kernel.simd == SimdLevel::Avx512 ? 8 : 0;
+  l.wide_dot_min_matrix_bytes = c.l2 / 2;
+  l.wide_dot_max_matrix_bytes = 8 * c.l2;
   l.few_rows_axpy_max_vectors = 3;
   // Up to one row block of the tiny path (8 rows on 16-float vectors, 4 on 8-float ones)
   // with B's rows contiguous, B is read once, in place, at any size: 7x742x181 ran at 33
@@ -195,6 +205,15 @@ bool few_vectors_serve(const PathLimits& l, const MatrixView& mat, int64_t rows,
   return mat.cs == 1 && k >= dot_min_k;
 }
 
+// 5-8 columns of C against A's rows contiguous, A within the window where one dot-form
+// pass over it beats the tiny-narrow path (see path_limits).
+bool wide_dot_serves(const PathLimits& l, const MatrixView& a, int64_t m, int64_t k, int64_t n) {
+  if (n <= l.dot_max_vectors || n > l.wide_dot_max_vectors || a.cs != 1 || a.rs == 1) return false;
+  const int64_t bytes = m * k * static_cast<int64_t>(sizeof(float));
+  return m >= l.few_vectors_min_rows && k >= l.few_vectors_dot_min_k && bytes > l.wide_dot_min_matrix_bytes &&
+         bytes <= l.wide_dot_max_matrix_bytes;
+}
+
 // A GEMV's threads: one while the matrix is within gemv_threads_min_matrix_bytes (one
 // vector in axpy form: gemv_axpy_threads_min_matrix_bytes), and no more than it has row
 // units (61x1x2651 NT ran all on one thread, at half speed with two).
@@ -252,6 +271,9 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
   if (l.tiny_blocks && few_vectors_serve(l, a, m, l.few_vectors_min_rows, k, n, l.few_vectors_dot_min_k))
     return {GemmPath::GemvColumns, std::min(threads, gemv_threads(l, m, k, a, n)),
             "at most 4 columns of C: A read once for all of them"};
+  if (l.tiny_blocks && wide_dot_serves(l, a, m, k, n))
+    return {GemmPath::GemvColumns, std::min(threads, gemv_threads(l, m, k, a, n)),
+            "5-8 columns of C, A's rows contiguous and within 8 L2s: A read once for all of them"};
   const MatrixView bt = b.transposed();
   if (threads == 1 && l.tiny_blocks && (bt.cs == 1 || m <= l.few_rows_axpy_max_vectors) &&
       few_vectors_serve(l, bt, n, l.few_rows_min_columns, k, m, m >= 3 ? l.few_rows_dot_min_k : l.few_vectors_dot_min_k))
