@@ -468,37 +468,41 @@ testing::AssertionResult gemv_matches(int64_t rows, int64_t cols, int64_t vector
 }
 
 // The dot form's passes take a row from each of their lanes (a part's rows split into as
-// many runs as a pass has rows: 4 with one vector, 2-4 with more), the rows past the last whole
-// pass one at a time. On the GEMV loops directly, every ISA's variant: 1-40 rows and 97,
-// 1 and 2 threads (parts of different lengths, each with its own lanes), so a part has
-// 0-3 rows past its passes and lanes of 0 to 24 rows; K 8-70 (every tail of the two-vector
-// step), 257 and 1037 (aligned starts, stride 1040); 1-8 vectors (each group size, 5-8 in
-// one pass with 16-float vectors) and 11 (8 + 3); beta 0 over NaN and 0.5.
+// many runs as a pass has rows: 4 with one vector, 2-4 with more), the rows past the last
+// whole pass one at a time. On the GEMV loops directly, every ISA's variant, 1 and 2
+// threads: 1-40 rows and 97 (on two threads one part: the parts are whole 128-row units),
+// 129-135 and 259-263 (a second part starting at row 128 with 1-7 and 131-135 rows), so
+// each part has 0-3 rows past its passes and lanes of 0 to 33 rows; K 3 and 7 (shorter
+// than a vector), 8-70 at odd points, 257 and 1037 (stride 1040: aligned starts), the
+// matrix at a few offsets from a line with NaN around it; 1-11 vectors (5-8 in one pass
+// with 16-float vectors, 9-11 as 8 and 1-3); beta 0 over NaN and 0.5 by turns.
 TEST(Sgemm, GemvDotRowsInLanes) {
   gktest::for_each_kernel([](const gk::KernelInfo& ker) {
     const gk::KernelConfig cfg = gk::derive_blocking(ker);
     std::vector<int64_t> row_counts;
     for (int64_t r = 1; r <= 40; ++r) row_counts.push_back(r);
-    row_counts.push_back(97);
+    for (int64_t r : {97, 129, 130, 131, 132, 133, 134, 135, 259, 260, 261, 262, 263}) row_counts.push_back(r);
     int pick = 0;
-    for (int64_t cols : {8, 13, 31, 37, 70, 257, 1037}) {
+    for (int64_t cols : {3, 7, 8, 13, 31, 37, 70, 257, 1037}) {
       const int64_t stride = cols < 257 ? cols + 1 : 1040;
       for (int64_t rows : row_counts)
-        for (int64_t vectors : {1, 2, 3, 4, 5, 6, 7, 8, 11})
+        for (int64_t vectors = 1; vectors <= 11; ++vectors)
           for (int threads : {1, 2}) {
             ++pick;
-            if (gktest::quick() && pick % 3 != 0) continue;
+            if (gktest::quick() ? pick % 7 != 0 : pick % 3 == 0) continue;
             const std::vector<float> values = gktest::random_vector(size_t(stride * rows), 7);
-            const gk::MatrixView mat{values.data(), stride, 1};
+            const OffsetCopy matrix(values, pick % 4);
+            const gk::MatrixView mat{matrix.p, stride, 1};
             const std::vector<float> x = gktest::random_vector(size_t(cols * vectors), 11);
             const gk::MatrixView xv{x.data(), 1, cols};
-            const float beta = pick % 2 ? 0.5f : 0.0f;
+            const float beta = pick / 4 % 2 ? 0.5f : 0.0f;
             std::vector<float> y = gktest::random_vector(size_t(rows * vectors), 13);
             if (beta == 0.0f) std::fill(y.begin(), y.end(), gktest::kNaN);
             const std::vector<float> y0 = y;
             ASSERT_TRUE(gk::gemv(rows, cols, vectors, 1.5f, mat, xv, beta, y.data(), 1, rows, threads, cfg));
             ASSERT_TRUE(gemv_matches(rows, cols, vectors, 1.5f, mat, xv, beta, y0, y, 1, rows))
-                << rows << " rows, " << cols << " columns, " << vectors << " vectors, " << threads << " threads";
+                << rows << " rows, " << cols << " columns, " << vectors << " vectors, " << threads << " threads, offset "
+                << pick % 4;
           }
     }
   });
@@ -594,9 +598,9 @@ TEST(Sgemm, FewVectorsDotTailCountsInfinitiesOnce) {
 // A GEMM with a few rows (or columns) against a matrix that outgrows L2 runs as that
 // matrix times R vectors (the GEMV path) when the matrix's columns are contiguous, and for
 // few rows of C also when B's columns are (the dot form; row-major: every few-row case is
-// GemvRows); past 4 columns against A's contiguous rows, other paths but within the
-// window of wide_dot_serves (on one thread, up to 4 vectors, the GEMV loops:
-// FewVectorsReadTheMatrixOnce). Every transpose and layout,
+// GemvRows); past 4 columns against A's contiguous rows, other paths, but for 5-8
+// columns with 16-float vectors and A within the window of wide_dot_serves (on one
+// thread, up to 4 vectors, the GEMV loops: FewVectorsReadTheMatrixOnce). Every transpose and layout,
 // R from 2 to kGemvMaxVectors, rows and columns with tails, 1 and 2 threads.
 TEST(Sgemm, FewRowsOrColumnsAgainstALargeMatrix) {
   const int64_t l2 = gk::caches().l2;
