@@ -364,6 +364,42 @@ TEST(Sgemm, FiveToEightColumnsInOneDotPass) {
   if (kernels == 0) GTEST_SKIP() << "no kernel of this CPU has 16-float vectors and the tiny paths";
 }
 
+// A GEMV's threads (asked of choose_gemm_path at two threads, row-major views): one
+// vector in dot form on one thread within gemv_dot_threads_min_matrix_bytes and on two
+// past it; in axpy form the same at gemv_axpy_threads_min_matrix_bytes. K = 293 and 1031,
+// the matrix just inside and just past each limit.
+TEST(Sgemm, GemvThreadsFollowTheirLimits) {
+  gktest::for_each_kernel([](const gk::KernelInfo&) {
+    gk_set_num_threads(2);
+    const gk::KernelConfig& cfg = gk::active_config();
+    const gk::PathLimits& l = cfg.paths;
+    auto threads_of = [&](int64_t m, int64_t n, int64_t k, bool ta) {
+      gk::GemmProblem p;
+      p.m = m, p.n = n, p.k = k;
+      const gk::MatrixView a = ta ? gk::MatrixView{nullptr, 1, m} : gk::MatrixView{nullptr, k, 1};
+      const gk::GemmPathChoice choice = gk::choose_gemm_path(p, a, gk::MatrixView{nullptr, n, 1}, cfg);
+      EXPECT_EQ(choice.path, gk::GemmPath::GemvColumns) << m << "x" << n << "x" << k << (ta ? " TN" : " NN");
+      return choice.threads;
+    };
+    struct Limit {
+      int64_t bytes, vectors;
+      bool axpy;
+    };
+    const Limit limits[] = {{l.gemv_dot_threads_min_matrix_bytes, 1, false},
+                            {l.gemv_axpy_threads_min_matrix_bytes, 1, true}};
+    for (const Limit& limit : limits)
+      for (int64_t k : {293, 1031}) {
+        const int64_t inside = limit.bytes / (4 * k), past = inside + 16;
+        if (inside < 64) continue;  // (fewer rows than the few-vectors rules ask)
+        EXPECT_EQ(threads_of(inside, limit.vectors, k, limit.axpy), 1)
+            << inside << "x" << limit.vectors << "x" << k << (limit.axpy ? " axpy" : " dot");
+        EXPECT_EQ(threads_of(past, limit.vectors, k, limit.axpy), 2)
+            << past << "x" << limit.vectors << "x" << k << (limit.axpy ? " axpy" : " dot");
+      }
+    gk_set_num_threads(0);
+  });
+}
+
 // A copy of `values` starting `offset` floats past a 64-byte line, NaN around it (a read
 // past either end would show).
 // Offsets from a 64-byte line's start: every one, or (emulated) those that give each

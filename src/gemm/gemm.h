@@ -160,6 +160,7 @@ struct PathLimits {
   int64_t gemv_min_matrix_bytes = 0;  // GEMV of several vectors: the matrix is past L2
   int64_t gemv_threads_min_matrix_bytes = 0;  // a GEMV on more than one thread
   int64_t gemv_axpy_threads_min_matrix_bytes = 0;  // the same for one vector in axpy form
+  int64_t gemv_dot_threads_min_matrix_bytes = 0;  // and for one vector in dot form
   int64_t dot_max_vectors = 0;        // dot products: at most this many rows or columns of C,
   int64_t dot_min_k = 0;              // K at least this,
   int64_t dot_max_matrix_bytes = 0;   // and the other operand within L1

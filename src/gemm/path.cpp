@@ -77,8 +77,13 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // Within half of L2 one core streams the matrix from its cache faster than two split it
   // (a parallel region costs 3.6 us on the Zen 5 VM). There, GFLOP/s 1 / 2 threads:
   // 512x1x256 (512 KiB) 44 / 26, 342x1x148 NT 36 / 14, 512x1x512 (1 MiB) 34 / 32,
-  // 1024x1x512 30 / 35, 4096x1x1024 18 / 40.
+  // 1024x1x512 30 / 35, 4096x1x1024 18 / 40. With several vectors two threads are even
+  // from there (us: 652x2x293 10.1 / 10.0, 600x4x300 8.5 / 8.5, 512x4x512 14 / 10.5); with
+  // one vector in dot form one thread stays ahead up to L2 (1x652x293 NT 5.5 / 8.2,
+  // 600x1x300 4.8 / 7.1, 1x1000x256 (1 MiB) 7.9-10.7 / 7.6-8.1, 1x1000x300 11.6-15.5 /
+  // 9.5-10.7, 1x1200x400 24 / 14).
   l.gemv_threads_min_matrix_bytes = c.l2 / 2;
+  l.gemv_dot_threads_min_matrix_bytes = c.l2;
   // One vector in axpy form (the matrix's columns contiguous): each thread takes a range of
   // every column's rows, shorter runs than one thread's whole columns, and one core streams
   // the matrix from L2 and L3 faster than two up to 8 L2s. Zen 5 VM (1 MiB L2), us 1 / 2
@@ -215,11 +220,13 @@ bool wide_dot_serves(const PathLimits& l, const MatrixView& a, int64_t m, int64_
 }
 
 // A GEMV's threads: one while the matrix is within gemv_threads_min_matrix_bytes (one
-// vector in axpy form: gemv_axpy_threads_min_matrix_bytes), and no more than it has row
+// vector in axpy form: gemv_axpy_threads_min_matrix_bytes; in dot form:
+// gemv_dot_threads_min_matrix_bytes), and no more than it has row
 // units (61x1x2651 NT ran all on one thread, at half speed with two).
 int gemv_threads(const PathLimits& l, int64_t rows, int64_t cols, const MatrixView& mat, int64_t vectors) {
-  const bool one_axpy = vectors == 1 && mat.rs == 1;
-  const int64_t alone = one_axpy ? l.gemv_axpy_threads_min_matrix_bytes : l.gemv_threads_min_matrix_bytes;
+  const int64_t alone = vectors > 1 ? l.gemv_threads_min_matrix_bytes
+                       : mat.rs == 1 ? l.gemv_axpy_threads_min_matrix_bytes
+                                     : l.gemv_dot_threads_min_matrix_bytes;
   if (rows * cols * static_cast<int64_t>(sizeof(float)) <= alone) return 1;
   return static_cast<int>(std::min<int64_t>(threads_for(32.0 * rows * cols), ceil_div(rows, kGemvRowUnit)));
 }
@@ -249,8 +256,8 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
   const int64_t m = p.m, n = p.n, k = p.k;
   // A matrix times one vector, or a few whose matrix has contiguous columns, is
   // memory-bound: the matrix is streamed once. A second core's share of L3 bandwidth pays
-  // off past half of L2, for one vector in axpy form past 8 L2s (gemv_threads; on the Xeon
-  // 1000x512 ran 1.4x faster on 2 threads).
+  // off past half of L2, for one vector past L2 in dot form and 8 L2s in axpy form
+  // (gemv_threads; on the Xeon 1000x512 ran 1.4x faster on 2 threads).
   // Few rows of C against B's columns contiguous (a batch of images times a layer's weights,
   // X W^T) take the dot form too: the packed path transposes B as it packs, and ran
   // 8x4096x25088 at 25 GFLOP/s, 5x1000x2048 at 19 (now 45 and 75). Few columns against A's
