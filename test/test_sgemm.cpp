@@ -381,20 +381,13 @@ TEST(Sgemm, GemvThreadsFollowTheirLimits) {
       EXPECT_EQ(choice.path, gk::GemmPath::GemvColumns) << m << "x" << n << "x" << k << (ta ? " TN" : " NN");
       return choice.threads;
     };
-    struct Limit {
-      int64_t bytes, vectors;
-      bool axpy;
-    };
-    const Limit limits[] = {{l.gemv_dot_threads_min_matrix_bytes, 1, false},
-                            {l.gemv_axpy_threads_min_matrix_bytes, 1, true}};
-    for (const Limit& limit : limits)
+    const std::pair<int64_t, bool> limits[] = {{l.gemv_dot_threads_min_matrix_bytes, false},
+                                               {l.gemv_axpy_threads_min_matrix_bytes, true}};
+    for (const auto& limit : limits)
       for (int64_t k : {293, 1031}) {
-        const int64_t inside = limit.bytes / (4 * k), past = inside + 16;
-        if (inside < 64) continue;  // (fewer rows than the few-vectors rules ask)
-        EXPECT_EQ(threads_of(inside, limit.vectors, k, limit.axpy), 1)
-            << inside << "x" << limit.vectors << "x" << k << (limit.axpy ? " axpy" : " dot");
-        EXPECT_EQ(threads_of(past, limit.vectors, k, limit.axpy), 2)
-            << past << "x" << limit.vectors << "x" << k << (limit.axpy ? " axpy" : " dot");
+        const int64_t inside = limit.first / (4 * k), past = inside + 16;
+        EXPECT_EQ(threads_of(inside, 1, k, limit.second), 1) << inside << "x1x" << k << (limit.second ? " axpy" : " dot");
+        EXPECT_EQ(threads_of(past, 1, k, limit.second), 2) << past << "x1x" << k << (limit.second ? " axpy" : " dot");
       }
     gk_set_num_threads(0);
   });

@@ -802,7 +802,8 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
   const GemvImpl impl = gemv_impl(cfg.kernel->simd);
   // The dot form needs each vector contiguous, the axpy form X packed by column
   // (xp[j * vectors + r]): X is gathered once here when it is not already so (cols x vectors
-  // floats; in dot form vector r at xp + r * cols).
+  // floats; in dot form vector r at xp + r * gathered_xs, also where x sits at another
+  // offset from a line than the matrix's rows, below).
   const bool dot_form = mat.cs == 1 && mat.rs != 1;
   const bool axpy_form = mat.rs == 1;
   const float* xp = x.p;
@@ -811,8 +812,10 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
   // 64-byte line and x on one (or its vectors at other offsets), every load of x splits
   // two lines. Long rows take x gathered at the matrix's offset from a line, each vector
   // a whole number of lines long (1024x8x1024, A 16 bytes off a line, Zen 5, one thread:
-  // 199 us with x aligned, 129 with A aligned too).
-  const int64_t offset = dot_form ? line_offset(mat.p) : 0;
+  // 199 us with x aligned, 129 with A aligned too). Rows a whole number of lines apart
+  // share one offset; others start their loads at column 0 (gemv_unaligned_head), so x
+  // goes on a line.
+  const int64_t offset = dot_form && mat.rs % kLineFloats == 0 ? line_offset(mat.p) : 0;
   const bool x_apart = dot_form && cols >= kGemvDotAlignMinLength && rows >= kGemvGatherMinRows &&
                        (line_offset(x.p) != offset || (vectors > 1 && x.cs % kLineFloats != 0));
   const bool gather = (dot_form && (incx != 1 || x_apart)) ||
