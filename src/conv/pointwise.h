@@ -184,6 +184,11 @@ class PointwiseNchw8 {
   // furthest float a pixel's taps read past its column there.
   int64_t direct_lo_ = 0, direct_hi_ = 0, row_reach_ = 0;
   std::vector<int64_t> row_taps_;
+  // gather_chunk: per kernel column, the output columns [lo, hi) that read inside the row.
+  struct ColumnRange {
+    int64_t lo, hi;
+  };
+  std::vector<ColumnRange> gather_columns_;
 };
 
 }  // namespace conv
