@@ -156,6 +156,7 @@ struct PointwiseCase {
   int taps;  // 1: no offsets (null); more: a direct convolution's taps, offsets of either sign
   int64_t run_stride = 0;  // > 0: the channels one run (full_blocks 0), this many floats apart
   bool nhwc_out = false;   // the output NHWC rows (block stride 8, pixel stride past NR)
+  bool skip_last = false;  // skip_last_block: the last 8 columns neither stored nor read
 };
 
 // Runs one case on `pw` and checks every output float; false (with a failure) on a mismatch.
@@ -177,7 +178,8 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
   const int64_t y_block = t.nhwc_out ? 8 : pixels * 8, y_pixel = t.nhwc_out ? nr + 5 : 8;
   auto y_at = [&](int64_t q, int j) { return size_t((j / 8) * y_block + q * y_pixel + j % 8); };
   std::vector<float> y(size_t(t.nhwc_out ? pixels * y_pixel : nr / 8 * pixels * 8), gktest::kNaN);
-  for (int j = 0; j < nr && t.accumulate; ++j)  // the tiles' partial sums
+  const int stored = t.skip_last ? nr - 8 : nr;  // the columns the kernel writes (a NaN past them)
+  for (int j = 0; j < stored && t.accumulate; ++j)  // the tiles' partial sums
     for (int64_t q = 1; q <= covered; ++q) y[y_at(q, j)] = float(j - q) * 0.25f;
   const std::vector<float> y0 = y;
   gk_pointwise_args a;
@@ -188,10 +190,11 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
   a.bias = t.with_bias ? bias.data() : nullptr, a.activation = t.act, a.accumulate = t.accumulate;
   a.tiles = t.tiles;
   if (t.taps > 1) a.taps = t.taps, a.tap_offsets = tap_bytes.data();
+  a.skip_last_block = t.skip_last;
   pw.fn(&a);
   std::vector<bool> in_tiles(y.size(), false);
   for (int64_t q = 1; q <= covered; ++q)
-    for (int j = 0; j < nr; ++j) in_tiles[y_at(q, j)] = true;
+    for (int j = 0; j < stored; ++j) in_tiles[y_at(q, j)] = true;
   for (size_t at = 0; at < y.size(); ++at)
     if (!in_tiles[at] && !std::isnan(y[at])) {
       ADD_FAILURE() << kernel << " pointwise " << mr << "x" << nr << (t.nhwc_out ? " NHWC" : "") << " wrote float "
@@ -199,7 +202,7 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
       return false;
     }
   for (int64_t q = 1; q <= covered; ++q) {
-    for (int j = 0; j < nr; ++j) {
+    for (int j = 0; j < stored; ++j) {
       const size_t at = y_at(q, j);
       double v = (t.with_bias ? bias[size_t(j)] : 0.0) + (t.accumulate ? y0[at] : 0.0);
       for (int tap = 0; tap < t.taps; ++tap)
@@ -213,7 +216,8 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
         ADD_FAILURE() << kernel << " pointwise " << mr << "x" << nr << " C=" << t.channels << " taps " << t.taps
                       << " tiles " << t.tiles << " run stride " << t.run_stride << " NHWC out " << t.nhwc_out
                       << " pixel_major " << t.pixel_major << " accumulate " << t.accumulate << " act " << t.act
-                      << ": pixel " << q << " oc " << j << " = " << y[at] << ", expected " << v;
+                      << " skip last " << t.skip_last << ": pixel " << q << " oc " << j << " = " << y[at]
+                      << ", expected " << v;
         return false;
       }
     }
@@ -222,14 +226,47 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
 }
 }  // namespace
 
+// The panels cover the columns' whole blocks once, in order, each storing its kernel's
+// width; with past_last_block, a last 8 or 24 columns go one block wider where a kernel
+// that skips its last block is that wide, and nothing runs on a narrower kernel then.
+TEST(MicroKernel, PointwisePanelsCoverTheBlocksOnce) {
+  gktest::for_each_kernel([](const gk::KernelInfo& ker) {
+    if (!ker.pointwise[0].fn) return;
+    for (bool past : {false, true})
+      for (int64_t columns = 1; columns <= 200; ++columns) {
+        const std::vector<gk::PointwisePanel> panels = gk::pointwise_panels(ker, columns, past);
+        int64_t next = 0;
+        for (size_t i = 0; i < panels.size(); ++i) {
+          const gk::PointwisePanel& p = panels[i];
+          const int64_t nr = p.kernel->nr, left = (columns + 7) / 8 * 8 - p.j;
+          ASSERT_EQ(p.j, next) << ker.name << " columns " << columns;
+          const bool one_wider = [&] {
+            for (const gk::KernelInfo::Pointwise& k : ker.pointwise)
+              if (k.fn && k.skips_last_block && k.nr == left + 8) return true;
+            return false;
+          }();
+          if (past && (left == 8 || left == 24) && one_wider) {
+            EXPECT_EQ(nr, left + 8) << ker.name << " columns " << columns;
+            EXPECT_EQ(p.blocks, nr / 8 - 1) << ker.name << " columns " << columns;
+            EXPECT_TRUE(p.kernel->skips_last_block);
+          } else {
+            EXPECT_EQ(p.blocks, nr / 8) << ker.name << " columns " << columns << " past " << past;
+          }
+          next += p.blocks * 8;
+        }
+        EXPECT_EQ(next, (columns + 7) / 8 * 8) << ker.name << " columns " << columns << " past " << past;
+      }
+  });
+}
+
 TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
   int tested = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
     std::vector<gk::KernelInfo::Pointwise> kernels;  // each kernel, and its one- and four-pixel variants
     for (const gk::KernelInfo::Pointwise& pw : ker.pointwise) {
       if (pw.fn) kernels.push_back(pw);
-      if (pw.one_row) kernels.push_back({1, pw.nr, pw.one_row, nullptr});
-      if (pw.four_rows) kernels.push_back({4, pw.nr, pw.four_rows, nullptr});
+      if (pw.one_row) kernels.push_back({1, pw.nr, pw.one_row, nullptr, nullptr, pw.skips_last_block});
+      if (pw.four_rows) kernels.push_back({4, pw.nr, pw.four_rows, nullptr, nullptr, pw.skips_last_block});
     }
     for (const gk::KernelInfo::Pointwise& pw : kernels) {
       EXPECT_TRUE(pw.mr <= gk::kMaxPointwiseMr && 12 % pw.mr == 0 && pw.nr <= gk::kMaxPointwiseNr && pw.nr % 8 == 0) << ker.name;
@@ -244,6 +281,16 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
                   if (!check_pointwise(ker.name, pw, c)) return;
                   ++tested;
                 }
+      // Skipping the last block (a last panel past the output's channels), in every output
+      // form, with and without adding to the output.
+      for (int64_t channels : {7, 16, 23})
+        for (int mode = 0; mode < 8 && pw.skips_last_block; ++mode)
+          for (int taps : {1, 3}) {
+            PointwiseCase c{channels, 3, (mode & 1) != 0, true, (mode & 2) != 0, 2, taps};
+            c.nhwc_out = (mode & 4) != 0, c.skip_last = true;
+            if (!check_pointwise(ker.name, pw, c)) return;
+            ++tested;
+          }
       for (int64_t channels = 1; channels <= 11; ++channels)
         for (int64_t run_stride : {1, 3})
           for (int64_t tiles : {1, 3}) {

@@ -66,6 +66,10 @@ struct gk_pointwise_args {
   // floats between output pixels: 8 in an NCHW8 block; in NHWC rows (y_block_stride 8) the
   // row length, so the kernel stores straight into them
   int64_t y_row_stride = 8;
+  // Non-zero: the panel's last 8-channel block is neither stored nor read back (a last
+  // panel reaching one block past the output's channels, its weights zero there); only
+  // where KernelInfo::Pointwise::skips_last_block.
+  int64_t skip_last_block = 0;
 };
 typedef void (*gk_pointwise_fn)(const gk_pointwise_args* args);
 }
@@ -86,7 +90,8 @@ static_assert(offsetof(gk_pointwise_args, x) == 0 && offsetof(gk_pointwise_args,
                   offsetof(gk_pointwise_args, accumulate) == 80 && offsetof(gk_pointwise_args, tiles) == 88 &&
                   offsetof(gk_pointwise_args, tap_offsets) == 96 && offsetof(gk_pointwise_args, taps) == 104 &&
                   offsetof(gk_pointwise_args, x_channel_stride) == 112 &&
-                  offsetof(gk_pointwise_args, y_row_stride) == 120,
+                  offsetof(gk_pointwise_args, y_row_stride) == 120 &&
+                  offsetof(gk_pointwise_args, skip_last_block) == 128,
               "gk_pointwise_args layout: see pointwise_avx2.inc and pointwise_avx512.inc");
 
 namespace gk {
@@ -131,11 +136,13 @@ struct KernelInfo {
   // same kernel for one row (MR 1, for the rows past the last whole tile), or nullptr;
   // `four_rows` the same for 4 rows, or nullptr (for the rows past the last whole tile:
   // whole 4-row tiles, or, where the operand is zero-padded, one reaching past the last row).
+  // `skips_last_block`: all three honour gk_pointwise_args::skip_last_block.
   struct Pointwise {
     int mr = 0, nr = 0;
     gk_pointwise_fn fn = nullptr;
     gk_pointwise_fn one_row = nullptr;
     gk_pointwise_fn four_rows = nullptr;
+    bool skips_last_block = false;
   } pointwise[3] = {};
 
   // The builder: KernelInfo::entry(...).tile(...).narrow(...)... Each call names what it
@@ -181,12 +188,12 @@ struct KernelInfo {
     return k;
   }
   constexpr KernelInfo pointwise_kernel(int m, int n, gk_pointwise_fn fn, gk_pointwise_fn one_row,
-                                        gk_pointwise_fn four_rows = nullptr) const {
+                                        gk_pointwise_fn four_rows = nullptr, bool skips_last_block = false) const {
     KernelInfo k = *this;
     int slot = 0;
     while (slot < 2 && k.pointwise[slot].nr) ++slot;  // widths, not pointers: a symbol's
                                                        // address is no constant under UBSan
-    k.pointwise[slot] = Pointwise{m, n, fn, one_row, four_rows};
+    k.pointwise[slot] = Pointwise{m, n, fn, one_row, four_rows, skips_last_block};
     return k;
   }
 };

@@ -127,12 +127,12 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   direct_nhwc_rows_ = writes_nhwc_rows(s);
   nhwc_in_ = direct_nhwc_rows_ && s.in_layout == GK_LAYOUT_NHWC;
   // Panels: one kernel width each (pointwise_panels).
-  const int64_t padded = round_up(d.out_channels, 8);
-  for (const PointwisePanel& panel : pointwise_panels(kernel, d.out_channels)) {
+  for (const PointwisePanel& panel : pointwise_panels(kernel, d.out_channels, /*past_last_block=*/true)) {
     const KernelInfo::Pointwise* k = panel.kernel;
-    panels_.push_back({panel.j, k->mr, k->nr, k->fn, k->one_row, k->four_rows});
+    panels_.push_back({panel.j, k->mr, k->nr, k->fn, k->one_row, k->four_rows, panel.blocks});
   }
-  bias_.assign(static_cast<size_t>(padded), 0.0f);
+  const int64_t padded = round_up(d.out_channels, 8);
+  bias_.assign(static_cast<size_t>(panels_width()), 0.0f);
   if (bias) std::copy(bias, bias + d.out_channels, bias_.begin());
   if (direct()) {
     // What every output row whose kernel rows lie inside the image shares (run_direct_row):
@@ -462,6 +462,7 @@ gk_pointwise_args PointwiseNchw8::block_args(const Panel& p, int64_t k0) const {
   args.bias = has_bias_ && last ? bias_.data() + p.oc0 : nullptr;
   args.activation = last ? activation_ : 0;
   args.accumulate = k0 > 0 || add_;
+  args.skip_last_block = p.skips_last_block();
   return args;
 }
 
@@ -503,10 +504,10 @@ void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strid
     }
     args.x = xs, args.x_block_stride = tile;  // pixel stride 8
   }
-  if (args.accumulate) copy_tile_pixels(ys, tile, out, pixels * 8, p.nr / 8, real);
+  if (args.accumulate) copy_tile_pixels(ys, tile, out, pixels * 8, p.blocks, real);
   args.y = ys, args.y_block_stride = tile;
   p.fn(&args);
-  copy_tile_pixels(out, pixels * 8, ys, tile, p.nr / 8, real);
+  copy_tile_pixels(out, pixels * 8, ys, tile, p.blocks, real);
 }
 
 // NHWC rows of a multiple of 1024 channels: a chunk's K block is copied into rows of this
@@ -539,11 +540,11 @@ int64_t PointwiseNchw8::nhwc_rows_copy_floats() const {
 GK_POINTWISE_TARGET void PointwiseNchw8::run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, int64_t a_row,
                                                         float* y, int64_t p0, int64_t p1, float* stage) const {
   const int64_t oc = s_.d.out_channels, rows = std::min(k_block_, k_rows_ - k0);
-  const int64_t lanes_last = std::min<int64_t>(p.nr, oc - p.oc0);  // real channels of the panel
+  const int64_t lanes_last = std::min<int64_t>(p.blocks * 8, oc - p.oc0);  // real channels of the panel
   float* xs = stage + kNhwcStage;
   gk_pointwise_args args = block_args(p, k0);
   args.x_block_stride = 8;
-  if (lanes_last == p.nr) {
+  if (lanes_last == p.blocks * 8) {
     const int64_t done = run_tiles_into_rows(p, args, a, a_row, y + p0 * oc + p.oc0, p1 - p0);
     a += done * a_row, p0 += done;
   }
@@ -790,6 +791,7 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
   for (const Panel& p : panels_) {
     args.w = w_.data() + weights_offset(p, 0);
     args.bias = has_bias_ ? bias_.data() + p.oc0 : nullptr;
+    args.skip_last_block = p.skips_last_block();
     float* out = y_at(y, p.oc0, row);
     args.tiles = (hi - lo) / p.mr;
     if (args.tiles > 0) {
@@ -825,11 +827,11 @@ void PointwiseNchw8::run_direct_row(const float* x, float* y, int64_t oh, int64_
       continue;
     }
     args.x = set_taps(ow * sw - pl);
-    if (add_) copy_tile_pixels(stage, p.mr * 8, out + ow * y_px, y_block, p.nr / 8, real, 8, y_px);
+    if (add_) copy_tile_pixels(stage, p.mr * 8, out + ow * y_px, y_block, p.blocks, real, 8, y_px);
     args.y = stage, args.y_block_stride = p.mr * 8, args.y_row_stride = 8;
     p.fn(&args);
     args.y_block_stride = y_block, args.y_row_stride = y_px;
-    copy_tile_pixels(out + ow * y_px, y_block, stage, p.mr * 8, p.nr / 8, real, y_px, 8);
+    copy_tile_pixels(out + ow * y_px, y_block, stage, p.mr * 8, p.blocks, real, y_px, 8);
   }
   for (int64_t ow = 0; ow < lo; ++ow) border->push_back(row + ow);
   for (int64_t ow = border_from; ow < s_.ow; ++ow) border->push_back(row + ow);
@@ -855,15 +857,16 @@ void PointwiseNchw8::run_border(const float* x, float* y, const int64_t* pixel, 
     const Panel& p = *panel;
     args.w = w_.data() + weights_offset(p, 0);
     args.bias = has_bias_ ? bias_.data() + p.oc0 : nullptr;
+    args.skip_last_block = p.skips_last_block();
     args.tiles = ceil_div(count, p.mr);
     // Pixel i's outputs of block j: at `out`'s (j, i), at y's (block, pixel[i]).
     auto batch_at = [&](int j, int64_t i) { return out + (j * kBorderPixels + i) * 8; };
     auto y_of = [&](int j, int64_t i) { return y_at(y, p.oc0 + j * 8, pixel[i]); };
     if (add_)  // the residual gathered in, where the kernel adds it
-      for (int j = 0; j < p.nr / 8; ++j)
+      for (int j = 0; j < p.blocks; ++j)
         for (int64_t i = 0; i < count; ++i) std::memcpy(batch_at(j, i), y_of(j, i), 32);
     p.fn(&args);
-    for (int j = 0; j < p.nr / 8; ++j)
+    for (int j = 0; j < p.blocks; ++j)
       for (int64_t i = 0; i < count; ++i) std::memcpy(y_of(j, i), batch_at(j, i), 32);
   }
 }

@@ -87,6 +87,8 @@ class PointwiseNchw8 {
     int mr, nr;
     gk_pointwise_fn fn, one_row;  // one_row: the kernel for single pixels, or nullptr
     gk_pointwise_fn four_rows;    // the kernel for 4 pixels, or nullptr
+    int64_t blocks;               // 8-channel blocks stored: nr / 8, or one fewer (PointwisePanel)
+    bool skips_last_block() const { return blocks * 8 < nr; }
     bool one_pixel_calls_pay(int64_t pixels, int64_t blocked, int64_t tail) const;
     // How `rest` (< MR) pixels past the whole tiles run: `four` of them in 4-pixel calls,
     // the others in one-pixel calls where those pay, else as one more (staged) whole tile.

@@ -240,14 +240,19 @@ class ColumnPanels {
 // The same for the pointwise kernels (KernelInfo::pointwise) over `columns` rounded up to
 // whole 8-column blocks: the widest kernel while it fits, but 16 rather than 24 where
 // takes_16_not_24 (two 12-accumulator tiles rather than a 6-accumulator one). Empty
-// without them.
+// without them. With `past_last_block`, a last 8 or 24 columns go to a kernel one block
+// wider that skips its last block (skips_last_block) where there is one: AVX-512's 16 and
+// 32 wide ones beside AVX2's 6x8 (6 chains of 8 lanes: 75 GFLOP/s where the 12x16 ran 184
+// on Zen 5; 144 -> 24 channels 1x1 at 56x56 0.170 ms as 16 + 8, 0.137 as 32 wide).
 struct PointwisePanel {
   int64_t j;  // first column (a multiple of 8)
   const KernelInfo::Pointwise* kernel;
+  int64_t blocks;  // 8-column blocks stored: kernel->nr / 8, or one fewer
 };
-std::vector<PointwisePanel> pointwise_panels(const KernelInfo& kernel, int64_t columns);
+std::vector<PointwisePanel> pointwise_panels(const KernelInfo& kernel, int64_t columns, bool past_last_block = false);
 // The same into panels[0, capacity) without allocating; returns how many (at most capacity).
-int pointwise_panels(const KernelInfo& kernel, int64_t columns, PointwisePanel* panels, int capacity);
+int pointwise_panels(const KernelInfo& kernel, int64_t columns, PointwisePanel* panels, int capacity,
+                     bool past_last_block = false);
 // The rows (K) of one block of the pointwise kernels' weights when `k_rows` must be cut:
 // balanced whole 8-row blocks whose panel (rows x `widest` columns x 4 B) takes half of L1
 // (AVX2, Zen 3), or with AVX-512's kernels a sixteenth of L2: they stream a panel from L2

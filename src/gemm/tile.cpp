@@ -97,8 +97,15 @@ ColumnPanels::ColumnPanels(const KernelInfo& ker, int64_t n) : nr_(ker.nr) {
   tail_count_ = 1;
 }
 
-int pointwise_panels(const KernelInfo& ker, int64_t columns, PointwisePanel* panels, int capacity) {
+int pointwise_panels(const KernelInfo& ker, int64_t columns, PointwisePanel* panels, int capacity,
+                     bool past_last_block) {
   static_assert(kMaxPointwiseNr % 8 == 0, "panels are whole 8-column blocks");
+  auto one_block_wider = [&](int64_t left) -> const KernelInfo::Pointwise* {
+    if (past_last_block && (left == 8 || left == 24))
+      for (const KernelInfo::Pointwise& k : ker.pointwise)
+        if (k.fn && k.skips_last_block && k.nr == left + 8) return &k;
+    return nullptr;
+  };
   auto widest = [&](int64_t left) -> const KernelInfo::Pointwise* {
     for (const KernelInfo::Pointwise& k : ker.pointwise)
       if (k.fn && k.nr <= left && !takes_16_not_24(k.nr, left)) return &k;
@@ -109,9 +116,13 @@ int pointwise_panels(const KernelInfo& ker, int64_t columns, PointwisePanel* pan
   int count = 0;
   const int64_t padded = round_up(columns, 8);
   for (int64_t j = 0; j < padded && count < capacity;) {
+    if (const KernelInfo::Pointwise* wider = one_block_wider(padded - j)) {
+      panels[count++] = {j, wider, wider->nr / 8 - 1};
+      break;
+    }
     const KernelInfo::Pointwise* k = widest(padded - j);
     if (!k) break;  // no pointwise kernels, or none 8 wide
-    panels[count++] = {j, k};
+    panels[count++] = {j, k, k->nr / 8};
     j += k->nr;
   }
   return count;
@@ -123,9 +134,10 @@ int64_t pointwise_k_block(const KernelInfo& kernel, int64_t k_rows, int64_t wide
   return round_up(ceil_div(k_rows, ceil_div(k_rows, max_rows)), 8);
 }
 
-std::vector<PointwisePanel> pointwise_panels(const KernelInfo& ker, int64_t columns) {
+std::vector<PointwisePanel> pointwise_panels(const KernelInfo& ker, int64_t columns, bool past_last_block) {
   std::vector<PointwisePanel> panels(static_cast<size_t>(ceil_div(std::max<int64_t>(columns, 0), 8)));
-  panels.resize(static_cast<size_t>(pointwise_panels(ker, columns, panels.data(), static_cast<int>(panels.size()))));
+  panels.resize(static_cast<size_t>(
+      pointwise_panels(ker, columns, panels.data(), static_cast<int>(panels.size()), past_last_block)));
   return panels;
 }
 

@@ -61,8 +61,10 @@ constexpr KernelInfo kTable[] = {
         .supported_if(has_avx512)
         .with_fused_epilogue()
         .with_late_c_prefetch()
-        .pointwise_kernel(12, 32, gk_pointwise_12x32_avx512, gk_pointwise_1x32_avx512, gk_pointwise_4x32_avx512)
-        .pointwise_kernel(12, 16, gk_pointwise_12x16_avx512, gk_pointwise_1x16_avx512, gk_pointwise_4x16_avx512)
+        .pointwise_kernel(12, 32, gk_pointwise_12x32_avx512, gk_pointwise_1x32_avx512, gk_pointwise_4x32_avx512,
+                          /*skips_last_block=*/true)
+        .pointwise_kernel(12, 16, gk_pointwise_12x16_avx512, gk_pointwise_1x16_avx512, gk_pointwise_4x16_avx512,
+                          /*skips_last_block=*/true)
         .pointwise_kernel(6, 8, gk_pointwise_6x8_avx2, gk_pointwise_1x8_avx2),
     avx2_entry("avx2", 4, 24, gk_sgemm_4x24_avx2)
         .narrow(8, gk_sgemm_4x8_avx2)
