@@ -32,13 +32,17 @@ void store_c(const GemmProblem& p, const float* staged, int64_t m_pad, int64_t r
 }
 
 // The pointwise panels of at most kInPlaceAMaxColumns columns (choose_gemm_path), each at
-// least 8 wide, held here: a call allocates nothing.
+// least 8 wide, held here: a call allocates nothing. A last panel may reach a block past
+// C's (past_last_block): its B panel packed with zero columns, its last block computed
+// into the staged C' like the others (never copied to C), so the kernel stores it all.
 struct PanelList {
   PointwisePanel panels[kInPlaceAMaxColumns / 8];
   int count;
-  PanelList(const KernelInfo& ker, int64_t n) : count(pointwise_panels(ker, n, panels, kInPlaceAMaxColumns / 8)) {}
+  PanelList(const KernelInfo& ker, int64_t n)
+      : count(pointwise_panels(ker, n, panels, kInPlaceAMaxColumns / 8, /*past_last_block=*/true)) {}
   const PointwisePanel* begin() const { return panels; }
   const PointwisePanel* end() const { return panels + count; }
+  int64_t width() const { return count ? panels[count - 1].j + panels[count - 1].kernel->nr : 0; }
 };
 
 }  // namespace
@@ -46,7 +50,7 @@ struct PanelList {
 bool gemm_in_place_a(const GemmProblem& p, const MatrixView& a, const KernelConfig& cfg, int threads) {
   const KernelInfo& ker = *cfg.kernel;
   const PanelList panels(ker, p.n);
-  const int64_t width = round_up(p.n, 8), m_pad = round_up(p.m, kInPlaceARowUnit);
+  const int64_t width = panels.width(), m_pad = round_up(p.m, kInPlaceARowUnit);
   int64_t widest = 8;
   for (const PointwisePanel& q : panels) widest = std::max<int64_t>(widest, q.kernel->nr);
   const int64_t k_block = pointwise_k_block(ker, p.k, widest);
