@@ -861,9 +861,11 @@ TEST(Conv, Im2colBlockedInPlace) {
       {1, 3, 64, 40, 40, 7, 7, 2, 2, 3, 3, 3, 3, 1},    {1, 4, 9, 11, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1},
       {1, 3, 7, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},
       // The weights past half of this machine's L2 (the fixed ones above assume 512 KiB);
-      // 52 outputs: panels of every width (AVX-512 32 + 16 + 8), packed K block by K block.
+      // 52 and 40 outputs: a last panel one block past them (AVX-512: 32 + 32 and 32 + 16
+      // wide; AVX2: 24 + 24 + 8 and 24 + 16), packed K block by K block.
       {1, gk::caches().l2 / 2 / (9 * 64 * 4) + 9, 4, 5, 60, 3, 3, 1, 1, 1, 1, 1, 1, 1},
-      {1, gk::caches().l2 / 2 / (9 * 56 * 4) + 9, 5, 4, 52, 3, 3, 1, 1, 1, 1, 1, 1, 1}};
+      {1, gk::caches().l2 / 2 / (9 * 56 * 4) + 9, 5, 4, 52, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {1, gk::caches().l2 / 2 / (9 * 40 * 4) + 9, 4, 6, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1}};
   std::vector<gk_conv_desc> descs;
   for (const Case& k : cases) {
     gk_conv_desc d;

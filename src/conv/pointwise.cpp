@@ -131,7 +131,6 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
     const KernelInfo::Pointwise* k = panel.kernel;
     panels_.push_back({panel.j, k->mr, k->nr, k->fn, k->one_row, k->four_rows, panel.blocks});
   }
-  const int64_t padded = round_up(d.out_channels, 8);
   bias_.assign(static_cast<size_t>(panels_width()), 0.0f);
   if (bias) std::copy(bias, bias + d.out_channels, bias_.begin());
   if (direct()) {
@@ -162,7 +161,7 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
   }
 
   min_groups_ = std::min<int64_t>(static_cast<int64_t>(panels_.size()),
-                                  ceil_div(k_rows_ * padded * 4, caches().l2 / 2));
+                                  ceil_div(k_rows_ * panels_width() * 4, caches().l2 / 2));
   // A multiple of 12 pixels, so both the 4- and the 6-pixel kernels tile a chunk exactly.
   int64_t widest = 8;
   for (const Panel& p : panels_) widest = std::max<int64_t>(widest, p.nr);
@@ -275,8 +274,8 @@ int64_t PointwiseNchw8::chunk_floats() const {
 // The im2col rows of pixels [p0, p0 + count) into dst[row block][pixel][8] (chunk_pixels_
 // pixels per row block; row k = tap * channel_stride_ + c is lane k % 8 of block k / 8;
 // the pixels past `count`, the padding and the lanes past the last channel are zero).
-// Pixels go in runs along an output row: for one tap a run reads one input row, the
-// columns inside it contiguous at stride 1 (one copy per run and channel block).
+// Pixels go in runs along an output row: for one tap a run reads one input row (a loop of
+// 8-float vectors per run and channel block).
 GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0, int64_t count, int64_t k0,
                                                        float* dst) const {
   const gk_conv_desc& d = s_.d;
@@ -288,8 +287,7 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0
   const int64_t tiled = std::min(chunk_pixels_, round_up(count, 12));
   for (int64_t q = q0; q < q1; ++q) zero_run(dst + ((q - q0) * chunk_pixels_ + count) * 8, (tiled - count) * 8);
   // Row by row of the chunk, (tap, block) by (tap, block), each written in order; a tap's
-  // columns inside the row come from gather_columns_ (integer divisions per run and tap
-  // took a third of a 7x7 grouped layer's gathering).
+  // columns inside the row come from gather_columns_, with no division per run.
   const int64_t tap0 = q0 / in_blocks_, oh0 = p0 / s_.ow, ow00 = p0 % s_.ow;
   int64_t kr = tap0 / d.kernel_w, ks = tap0 % d.kernel_w;  // the tap's kernel row and column
   for (int64_t tap = tap0; tap < taps_ && tap * in_blocks_ < q1; ++tap) {
@@ -312,7 +310,7 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0
         if (lo == hi) continue;
         out += (lo - ow0) * 8;
         const float* src = plane_in + (ih * d.in_width + lo * d.stride_w + off) * 8;
-        if (lanes == 8) {  // (a loop of vectors: GCC makes a contiguous copy a memmove call)
+        if (lanes == 8) {  // a loop of vectors, not copy_run: a library call per short run
           for (int64_t i = 0; i < hi - lo; ++i) store8(out + i * 8, load8(src + i * d.stride_w * 8));
         } else {
           for (int64_t i = 0; i < hi - lo; ++i)

@@ -242,8 +242,7 @@ class ColumnPanels {
 // takes_16_not_24 (two 12-accumulator tiles rather than a 6-accumulator one). Empty
 // without them. With `past_last_block`, a last 8 or 24 columns go to a kernel one block
 // wider that skips its last block (skips_last_block) where there is one: AVX-512's 16 and
-// 32 wide ones beside AVX2's 6x8 (6 chains of 8 lanes: 75 GFLOP/s where the 12x16 ran 184
-// on Zen 5; 144 -> 24 channels 1x1 at 56x56 0.170 ms as 16 + 8, 0.137 as 32 wide).
+// 32 wide ones rather than AVX2's 6x8 (figures: docs/design.md, "Panels and ISAs").
 struct PointwisePanel {
   int64_t j;  // first column (a multiple of 8)
   const KernelInfo::Pointwise* kernel;

@@ -163,8 +163,8 @@ PathLimits path_limits(const KernelInfo& kernel) {
     if (k.fn && (!k.one_row || kInPlaceARowUnit % k.mr)) l.in_place_a_kernels = false;
   // AVX-512 (Xeon model 207, 1 thread, 14x32 packed -> in place on the 16-channel
   // kernels): 512x49x4608 73 -> 102, 128x32x1152 45 -> 72, 1000x16x512 38 -> 54; but up to
-  // 8 columns its 8-wide pointwise kernel is AVX2's and the packed path wins (4096x8x4096
-  // 34 -> 30, 10000x8x64 56 -> 37).
+  // 8 columns the packed path won (4096x8x4096 34 -> 30, 10000x8x64 56 -> 37, on AVX2's
+  // 8-wide kernel; on the 16-wide one, half of it past C, not measured).
   l.in_place_a_min_columns = kernel.simd == SimdLevel::Avx512 ? 9 : 1;
   // C' within 1 MiB: 4000x250x300, 4 MiB of C' for one K block, ran 71 -> 51 GFLOP/s.
   l.in_place_a_max_staged = int64_t{1} << 18;
