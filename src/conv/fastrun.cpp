@@ -167,13 +167,13 @@ std::string machine_key() {
   const KernelInfo* table = arch_kernels(&count);
   std::string kernels;
   // The kernel set: every entry's name and its pointwise kernels (pixels x channels, "+1"
-  // with a one-pixel variant, "+4" with a four-pixel one), so a cache timed on another
-  // kernel set is not used.
+  // with a one-pixel variant, "+4" with a four-pixel one, "-" skipping a last block), so
+  // a cache timed on another kernel set is not used.
   for (int i = 0; i < count; ++i) {
     kernels += std::string(i ? "," : "") + table[i].name;
     for (const KernelInfo::Pointwise& pw : table[i].pointwise)
       if (pw.fn) kernels += ":" + std::to_string(pw.mr) + "x" + std::to_string(pw.nr) + (pw.one_row ? "+1" : "") +
-                    (pw.four_rows ? "+4" : "");
+                    (pw.four_rows ? "+4" : "") + (pw.skips_last_block ? "-" : "");
   }
   // The algorithm list: a name may change what it runs when others join (gemm_1x1 ran the
   // pointwise kernels in NCHW8 before pointwise_nchw8 was listed).
