@@ -381,8 +381,9 @@ TEST(Conv, DepthwiseNchw8FetchesRowsAhead) {
 // multiple of 16, 64-byte aligned tensors; elsewhere the same cases run 8 lanes): one to
 // 64 pairs, 3x3 and 5x5 at strides 1 and 2 (sizes compiled in), 3x3 and 5x5 dilated, 3x1
 // dilated and 2x2 (run-time sizes), outputs from 1 to past two 8-column blocks wide, rows
-// in several segments (1024 channels, 300 columns), padding or none, every activation,
-// with and without bias, batch 1..3; the odd cases large enough for 2 threads.
+// in several segments (1024 channels, 300 columns; 16 rows of 20 at 1024 channels; 1004,
+// 8 lanes and the tail window, at stride 2), padding or none, every activation, with and
+// without bias, batch 1..3; the odd cases large enough for 2 threads.
 TEST(Conv, DepthwiseOnNhwcChannelPairs) {
   struct Case {
     int64_t channels, kh, kw, stride, dilation, pad, h, w, batch;
@@ -390,7 +391,8 @@ TEST(Conv, DepthwiseOnNhwcChannelPairs) {
   const Case cases[] = {{16, 3, 3, 1, 1, 1, 9, 13, 2},   {32, 3, 3, 2, 1, 1, 30, 29, 2},    {48, 5, 5, 1, 1, 2, 7, 21, 3},
                         {144, 3, 3, 1, 1, 1, 28, 28, 1}, {32, 5, 5, 2, 1, 2, 12, 17, 2},    {64, 3, 3, 1, 2, 2, 20, 20, 1},
                         {64, 3, 3, 1, 1, 0, 3, 3, 1},    {160, 3, 3, 2, 1, 1, 28, 28, 1},   {32, 2, 2, 1, 1, 0, 5, 20, 2},
-                        {1024, 3, 3, 1, 1, 1, 4, 300, 1}, {16, 3, 1, 1, 2, 1, 9, 3, 1},     {32, 5, 5, 1, 2, 4, 30, 30, 1}};
+                        {1024, 3, 3, 1, 1, 1, 4, 300, 1}, {16, 3, 1, 1, 2, 1, 9, 3, 1},     {32, 5, 5, 1, 2, 4, 30, 30, 1},
+                        {1024, 3, 3, 1, 1, 1, 16, 20, 1}, {1004, 3, 3, 2, 1, 1, 33, 20, 1}};
   int i = 0;
   for (const Case& t : cases) {
     gk_conv_desc d;
