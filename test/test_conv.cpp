@@ -420,6 +420,48 @@ TEST(Conv, DepthwiseOnNhwcChannelPairs) {
   }
 }
 
+// Depthwise 3x3 at stride 1 with padding 1 on rows of 1 to 8 columns (edge rows: each row
+// one block of its columns, the loads outside it left out), in NCHW, NHWC (in place in
+// pairs, 8 lanes, a tail window, staged with a multiplier) and NCHW8 (in place, where
+// such rows were computed from a zero-padded copy); rows 1 to 3 taller than wide, batch
+// 1 and 2, 1 and 2 threads; and their neighbours that are not edge rows (9 columns,
+// unequal padding).
+TEST(Conv, DepthwiseEdgeRows) {
+  const int64_t channels[] = {8, 13, 16, 44, 64, 3};
+  int i = 0;
+  for (int64_t w = 1; w <= 9; ++w)
+    for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW8}) {
+      gk_conv_desc d;
+      gk_conv_desc_init(&d);
+      d.batch = 1 + i % 2, d.in_channels = d.groups = channels[i % 6];
+      d.out_channels = d.in_channels * (layout != GK_LAYOUT_NCHW8 && i % 5 == 4 ? 2 : 1);
+      d.in_height = w + 1 + i % 3, d.in_width = w, d.kernel_h = d.kernel_w = 3;
+      d.stride_h = d.stride_w = 1;
+      d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = 1;
+      if (i % 7 == 6) d.pad_right = 0;  // not an edge row: the right end is the row's own
+      d.layout = layout, d.activation = gk_activation(i % 3);
+      gk::conv::Shape shape;
+      ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
+      const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2800 + i));
+      const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
+                                                                     c.with_bias ? c.bias.data() : nullptr, 0);
+      ASSERT_TRUE(prepared);
+      gk_set_num_threads(1 + i++ / 3 % 2);
+      const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
+      gktest::check_conv_run(c, "depthwise edge rows " + gktest::describe(d), [&](const float* in, float* out) {
+        if (layout != GK_LAYOUT_NHWC || d.in_channels % 16) {
+          EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
+          return;
+        }
+        gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {  // the pairs
+          EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
+        });
+      });
+      gk_set_num_threads(0);
+      if (HasFailure()) return;
+    }
+}
+
 // NHWC depthwise on images whose input and output are past L2, at stride 1 even shared by
 // 2 threads: the in-place blocks run rows in segments of 8 columns (segment_columns).
 // Channel pairs (48, aligned), single blocks (40) and a partial last block (44); 3x3 at

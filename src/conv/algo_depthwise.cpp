@@ -11,9 +11,10 @@
 // in NCHW a band of rows staged by 8 x 8 transposes of 8 planes' rows. The
 // columns whose taps all fall inside the row are swept 8 at a time (8 independent
 // accumulators keep both FMA pipes busy), every tap unrolled for 3x3 and 5x5; the few
-// border columns check each tap (NCHW8 outputs at most 8 wide at stride 1, where they
-// would be a quarter of the work, run from a zero-padded copy of the block instead); rows
-// in the padding are skipped. Output rows come out
+// border columns check each tap (rows of at most 8 columns, where they would be a quarter
+// of the work, run as one block instead: 3x3 with padding 1 leaving out the loads past
+// the row's ends, other NCHW8 ones at stride 1 from a zero-padded copy); rows in the
+// padding are skipped. Output rows come out
 // interleaved, [column][8]: the output itself in NCHW8, else a band transposed back.
 //
 // Layouts: NCHW, NHWC and NCHW8 run natively (NCHW8 only with one output per input
@@ -55,6 +56,10 @@ struct DwGeometry {
   int64_t ih, iw, oh, ow;
   int64_t multiplier;      // output channels per input channel
   int64_t inner_lo, inner_hi;  // output columns whose taps all read inside the row
+  // A row of at most 8 columns whose 3x3 taps pass each end by one column (stride 1,
+  // padding 1, as wide as the input): computed as one block of its columns, the two loads
+  // outside the row left out at compile time (edge_row_block).
+  bool edge_row;
   int64_t band;            // output rows per band (NCHW staging and unstaging)
   int64_t fetch_ahead = 0;  // NCHW8 in place: output rows ahead whose new input rows are fetched
   // Input rows [first, first + count) that output rows [oh0, oh0 + rows) read.
@@ -69,15 +74,18 @@ struct DwGeometry {
     inner_lo = std::min(ow, (pad_left + sw - 1) / sw);
     const int64_t last = iw - 1 - (kw - 1) * dw + pad_left;  // x * sw <= last
     inner_hi = last < 0 ? inner_lo : std::clamp<int64_t>(last / sw + 1, inner_lo, ow);
+    // 3x3 without dilation: pick_block_fn compiles its sizes and stride 1 in.
+    edge_row = kh == 3 && kw == 3 && dh == 1 && dw == 1 && sw == 1 && pad_left == 1 && iw == ow && ow <= 8;
   }
 };
 
-// NCHW8 outputs at most this wide (at stride 1) are computed from a zero-padded copy of
-// each channel block (in L1), so that every output column runs the unrolled column
-// blocks: on a 7-wide output 2 of 7 columns are borders, which check each tap. Measured
-// (Zen 3, 1 thread, copy vs in place, median of alternating calls): 7-wide 0.82-0.84
-// (960 and 232 channels), 14-wide 0.98-1.03, 28-wide 1.07; at stride 2 (7-wide outputs of
-// 14-wide inputs, one border column) 1.3x slower.
+// NCHW8 outputs at most this wide (at stride 1) that are not edge rows are computed from
+// a zero-padded copy of each channel block (in L1), so that every output column runs the
+// unrolled column blocks: on a 7-wide output 2 of 7 columns are borders, which check each
+// tap. Measured (Zen 3, 1 thread, copy vs in place, median of alternating calls): 7-wide
+// 0.82-0.84 (960 and 232 channels), 14-wide 0.98-1.03, 28-wide 1.07; at stride 2 (7-wide
+// outputs of 14-wide inputs, one border column) 1.3x slower. Edge rows need no copy:
+// 960 channels at 7x7 14.5 us with it, 9.6 without (Zen 5, 1 thread).
 constexpr int64_t kPaddedCopyMaxWidth = 8;
 
 // NHWC output rows per work item, at most (nhwc_bands): a ring's first rows are staged
@@ -166,13 +174,15 @@ GK_INLINE void border_column(const DwGeometry& g, const float* const* rows, cons
 // kernel row of 8 columns: 10 input and 3 weight loads, not 24 + 3, which made the layers
 // load-bound (32 channels 112x112 0.122 -> 0.090 ms). Each output's taps are summed in
 // the same order as by tap. r: the row at the block's first tap column; wrow: its weights.
-template <typename V, int KW, int N>
+// Edges: the first and last of the N - 1 + KW inputs lie outside the row (zeros, not loaded).
+template <typename V, int KW, int N, bool Edges = false>
 GK_INLINE void accumulate_row_once(const float* r, const float* wrow, V (&a)[N], int64_t in_px) {
   V wt[KW];
 #pragma GCC unroll 8
   for (int j = 0; j < KW; ++j) wt[j] = load_vec<V>(wrow + j * kVecLanes<V>);
 #pragma GCC unroll 64
   for (int q = 0; q < N - 1 + KW; ++q) {
+    if (Edges && (q == 0 || q == N - 2 + KW)) continue;
     const V v = load_vec<V>(r + q * in_px);
 #pragma GCC unroll 8
     for (int j = 0; j < KW; ++j)
@@ -201,9 +211,11 @@ GK_INLINE void accumulate_row_by_tap(const DwGeometry& g, int64_t kw, const floa
 // stride when it is a template constant (dilation 1), so every load's offset is an
 // immediate (a run-time stride cost a chain of address additions per load: 12% of the
 // time on MobileNetV2's stride-2 layers); 0: stride and dilation from g.
-template <typename V, int KH, int KW, int SW, int N>
+// Edges: the block is a whole edge row (DwGeometry::edge_row; x == 0, N == ow).
+template <typename V, int KH, int KW, int SW, int N, bool Edges = false>
 GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const float* w, V bias,
                             Finish f, int64_t x, float* out, int64_t out_px, int64_t in_px) {
+  static_assert(!Edges || (KW == 3 && SW == 1), "edge rows: 3-wide taps at stride 1");
   const int64_t kh = KH ? KH : g.kh, kw = KW ? KW : g.kw, sw = SW ? SW : g.sw;
   constexpr int64_t L = kVecLanes<V>;
   V a[N];
@@ -213,7 +225,7 @@ GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const
     if (!rows[i]) continue;
     const float* r = rows[i] + (x * sw - g.pad_left) * in_px;
     if constexpr (KW != 0 && SW == 1) {
-      accumulate_row_once<V, KW, N>(r, w + i * KW * L, a, in_px);
+      accumulate_row_once<V, KW, N, Edges>(r, w + i * KW * L, a, in_px);
     } else {
       accumulate_row_by_tap<V, SW, N>(g, kw, r, w + i * kw * L, a, in_px);
     }
@@ -238,18 +250,42 @@ GK_INLINE void column_remainder(const DwGeometry& g, const float* const* rows, c
   }
 }
 
+// A whole edge row (DwGeometry::edge_row) of ow columns as one block, where 2 of a 7-wide
+// row's columns would be border columns, each one chain of dependent FMAs (Zen 5, 1
+// thread, us, border columns / edge rows: 960 channels at 7x7 NHWC 14.6 / 11.2, NCHW
+// 48 / 42; 232 at 7x7 NHWC 4.4 / 2.7).
+template <typename V, int KH>
+GK_INLINE void edge_row_block(const DwGeometry& g, const float* const* rows, const float* w, V bias, Finish f,
+                              float* out, int64_t out_px, int64_t in_px) {
+  switch (g.ow) {
+    case 1: column_block<V, KH, 3, 1, 1, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
+    case 2: column_block<V, KH, 3, 1, 2, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
+    case 3: column_block<V, KH, 3, 1, 3, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
+    case 4: column_block<V, KH, 3, 1, 4, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
+    case 5: column_block<V, KH, 3, 1, 5, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
+    case 6: column_block<V, KH, 3, 1, 6, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
+    case 7: column_block<V, KH, 3, 1, 7, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
+    case 8: column_block<V, KH, 3, 1, 8, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
+    default: break;
+  }
+}
+
 // The pieces an output row is computed in, left to right: border columns (n == 0: each
 // tap checked) and blocks of n inner columns. Blocks of 8 and one block of the 1..7 left;
 // when 9..11 are left, two of 4..6 instead (11 = 6 + 5), since 1..3 columns are as many
 // chains of dependent FMAs. Blocks of exactly the width left, not overlapping ones:
 // 7-wide rows ran as 4 + 4 columns, 14-wide as 8 + 8 (Zen 3, MobileNetV2's and
-// ShuffleNetV2's 7x7 and 14x14 layers: 11-39% faster).
+// ShuffleNetV2's 7x7 and 14x14 layers: 11-39% faster). An edge row is one piece, n == -1.
 struct RowPieces {
   const DwGeometry& g;
   int64_t x = 0;
   GK_INLINE bool next(int64_t& first, int64_t& n) {
     if (x >= g.ow) return false;
     first = x;
+    if (g.edge_row) {
+      n = -1, x = g.ow;
+      return true;
+    }
     const int64_t left = g.inner_hi - x;
     n = x < g.inner_lo || left <= 0 ? 0 : left >= 9 && left <= 11 ? (left + 1) / 2 : std::min<int64_t>(left, 8);
     x += std::max<int64_t>(n, 1);
@@ -262,6 +298,12 @@ GK_INLINE void compute_piece(const DwGeometry& g, const float* const* rows, cons
                              int64_t x, int64_t n, float* out, int64_t out_px, int64_t in_px) {
   if (n == 8) {
     column_block<V, KH, KW, SW, 8>(g, rows, w, bias, f, x, out, out_px, in_px);
+  } else if (n < 0) {
+    if constexpr (KW == 3 && SW == 1) {
+      edge_row_block<V, KH>(g, rows, w, bias, f, out, out_px, in_px);
+    } else {
+      for (int64_t c = 0; c < g.ow; ++c) border_column<V, KH, KW>(g, rows, w, bias, f, c, out, out_px, in_px);
+    }
   } else if (n == 0) {
     border_column<V, KH, KW>(g, rows, w, bias, f, x, out, out_px, in_px);
   } else {
@@ -669,7 +711,7 @@ class DepthwiseConv final : public Prepared {
     if (pairs) pack_pairs();
     fn_ = pick_block_fn(g_, pairs);
     const gk_conv_desc& d = s.d;
-    copy_padded_ = native_layout(GK_LAYOUT_NCHW8) && g_.ow <= kPaddedCopyMaxWidth && g_.sw == 1 &&
+    copy_padded_ = native_layout(GK_LAYOUT_NCHW8) && g_.ow <= kPaddedCopyMaxWidth && g_.sw == 1 && !g_.edge_row &&
                    (d.pad_top || d.pad_left || d.pad_bottom || d.pad_right);
     padded_ = zero_padded(g_, d.pad_bottom, d.pad_right);
     nhwc_ = nhwc_staged(g_, d.pad_right);
