@@ -420,46 +420,63 @@ TEST(Conv, DepthwiseOnNhwcChannelPairs) {
   }
 }
 
-// Depthwise 3x3 at stride 1 with padding 1 on rows of 1 to 8 columns (edge rows: each row
-// one block of its columns, the loads outside it left out), in NCHW, NHWC (in place in
-// pairs, 8 lanes, a tail window, staged with a multiplier) and NCHW8 (in place, where
-// such rows were computed from a zero-padded copy); rows 1 to 3 taller than wide, batch
-// 1 and 2, 1 and 2 threads; and their neighbours that are not edge rows (9 columns,
-// unequal padding).
+// Depthwise 3x3 at stride 1 with padding 1 on rows of 1 to 8 columns as wide as the input
+// (edge rows: each row one block of its columns, the loads outside it left out) in NCHW,
+// NHWC in place (in pairs, 8 lanes, a tail window) and NCHW8 (in place, no zero-padded
+// copy): every width in every layout, channel counts and heights by turns; 7-wide rows
+// (MobileNetV2's and ShuffleNetV2's last stages) in each kind of block; 2 threads on
+// 256 channels at batch 2 and 64 channels at 24 rows; their neighbours that are not
+// edge rows (9 columns, a right padding of 0, NHWC rows staged with a multiplier or
+// under 8 channels, whose staged rows carry their padding).
 TEST(Conv, DepthwiseEdgeRows) {
-  const int64_t channels[] = {8, 13, 16, 44, 64, 3};
-  int i = 0;
+  struct Case {
+    gk_layout layout;
+    int64_t channels, multiplier, width, height, batch, pad_right;
+    int threads;
+  };
+  std::vector<Case> cases;
+  const gk_layout layouts[] = {GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW8};
+  const int64_t channels[] = {8, 13, 64, 24, 3, 44};
   for (int64_t w = 1; w <= 9; ++w)
-    for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW8}) {
-      gk_conv_desc d;
-      gk_conv_desc_init(&d);
-      d.batch = 1 + i % 2, d.in_channels = d.groups = channels[i % 6];
-      d.out_channels = d.in_channels * (layout != GK_LAYOUT_NCHW8 && i % 5 == 4 ? 2 : 1);
-      d.in_height = w + 1 + i % 3, d.in_width = w, d.kernel_h = d.kernel_w = 3;
-      d.stride_h = d.stride_w = 1;
-      d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = 1;
-      if (i % 7 == 6) d.pad_right = 0;  // not an edge row: the right end is the row's own
-      d.layout = layout, d.activation = gk_activation(i % 3);
-      gk::conv::Shape shape;
-      ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
-      const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2800 + i));
-      const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
-                                                                     c.with_bias ? c.bias.data() : nullptr, 0);
-      ASSERT_TRUE(prepared);
-      gk_set_num_threads(1 + i++ / 3 % 2);
-      const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
-      gktest::check_conv_run(c, "depthwise edge rows " + gktest::describe(d), [&](const float* in, float* out) {
-        if (layout != GK_LAYOUT_NHWC || d.in_channels % 16) {
-          EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
-          return;
-        }
-        gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {  // the pairs
-          EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
-        });
+    for (int l = 0; l < 3; ++l) cases.push_back({layouts[l], channels[(w + 2 * l) % 6], 1, w, w + 1 + (w + l) % 3, 1 + w % 2, 1, 1});
+  for (int64_t c : {64, 24, 13, 3}) cases.push_back({GK_LAYOUT_NHWC, c, 1, 7, 7, 1, 1, 1});
+  cases.push_back({GK_LAYOUT_NHWC, 16, 2, 7, 7, 1, 1, 1});
+  cases.push_back({GK_LAYOUT_NHWC, 64, 1, 7, 7, 1, 0, 1});
+  cases.push_back({GK_LAYOUT_NCHW8, 232, 1, 7, 7, 1, 1, 1});
+  cases.push_back({GK_LAYOUT_NCHW8, 16, 1, 7, 7, 1, 0, 1});
+  cases.push_back({GK_LAYOUT_NCHW, 8, 2, 7, 7, 1, 1, 1});
+  for (gk_layout layout : layouts) cases.push_back({layout, 256, 1, 7, 7, 2, 1, 2});
+  cases.push_back({GK_LAYOUT_NHWC, 64, 1, 8, 24, 1, 1, 2});
+  int i = 0;
+  for (const Case& t : cases) {
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = t.batch, d.in_channels = d.groups = t.channels, d.out_channels = t.channels * t.multiplier;
+    d.in_height = t.height, d.in_width = t.width, d.kernel_h = d.kernel_w = 3;
+    d.stride_h = d.stride_w = 1;
+    d.pad_top = d.pad_left = d.pad_bottom = 1, d.pad_right = t.pad_right;
+    d.layout = t.layout, d.activation = gk_activation(i % 3);
+    gk::conv::Shape shape;
+    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
+    const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2800 + i));
+    const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
+                                                                   c.with_bias ? c.bias.data() : nullptr, 0);
+    ASSERT_TRUE(prepared);
+    ++i;
+    gk_set_num_threads(t.threads);
+    const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
+    gktest::check_conv_run(c, "depthwise edge rows " + gktest::describe(d), [&](const float* in, float* out) {
+      if (t.layout != GK_LAYOUT_NHWC || t.channels % 16) {
+        EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
+        return;
+      }
+      gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {  // the pairs
+        EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
       });
-      gk_set_num_threads(0);
-      if (HasFailure()) return;
-    }
+    });
+    gk_set_num_threads(0);
+    if (HasFailure()) return;
+  }
 }
 
 // NHWC depthwise on images whose input and output are past L2, at stride 1 even shared by

@@ -11,10 +11,10 @@
 // in NCHW a band of rows staged by 8 x 8 transposes of 8 planes' rows. The
 // columns whose taps all fall inside the row are swept 8 at a time (8 independent
 // accumulators keep both FMA pipes busy), every tap unrolled for 3x3 and 5x5; the few
-// border columns check each tap (rows of at most 8 columns, where they would be a quarter
-// of the work, run as one block instead: 3x3 with padding 1 leaving out the loads past
-// the row's ends, other NCHW8 ones at stride 1 from a zero-padded copy); rows in the
-// padding are skipped. Output rows come out
+// border columns check each tap (on rows of at most 8 columns they would be a quarter of
+// the work: 3x3 rows at stride 1 with padding 1, as wide as the input, run as one block
+// in every layout, the loads past the row's ends left out; other NCHW8 ones at stride 1
+// from a zero-padded copy); rows in the padding are skipped. Output rows come out
 // interleaved, [column][8]: the output itself in NCHW8, else a band transposed back.
 //
 // Layouts: NCHW, NHWC and NCHW8 run natively (NCHW8 only with one output per input
@@ -79,13 +79,14 @@ struct DwGeometry {
   }
 };
 
-// NCHW8 outputs at most this wide (at stride 1) that are not edge rows are computed from
-// a zero-padded copy of each channel block (in L1), so that every output column runs the
-// unrolled column blocks: on a 7-wide output 2 of 7 columns are borders, which check each
-// tap. Measured (Zen 3, 1 thread, copy vs in place, median of alternating calls): 7-wide
-// 0.82-0.84 (960 and 232 channels), 14-wide 0.98-1.03, 28-wide 1.07; at stride 2 (7-wide
-// outputs of 14-wide inputs, one border column) 1.3x slower. Edge rows need no copy:
-// 960 channels at 7x7 14.5 us with it, 9.6 without (Zen 5, 1 thread).
+// NCHW8 outputs at most this wide (at stride 1) that are not edge rows (5x5, dilated, a
+// padding other than 1) are computed from a zero-padded copy of each channel block (in
+// L1), so that every output column runs the unrolled column blocks: on a 7-wide output 2
+// of 7 columns are borders, which check each tap. Measured before edge rows, on 3x3
+// layers that are edge rows now (Zen 3, 1 thread, copy vs in place, median of
+// alternating calls): 7-wide 0.82-0.84 (960 and 232 channels), 14-wide 0.98-1.03, 28-wide
+// 1.07; at stride 2 (7-wide outputs of 14-wide inputs, one border column) 1.3x slower.
+// Edge rows in place beat the copy: 960 channels at 7x7 9.6 us against 14.5 (Zen 5).
 constexpr int64_t kPaddedCopyMaxWidth = 8;
 
 // NHWC output rows per work item, at most (nhwc_bands): a ring's first rows are staged
@@ -174,7 +175,8 @@ GK_INLINE void border_column(const DwGeometry& g, const float* const* rows, cons
 // kernel row of 8 columns: 10 input and 3 weight loads, not 24 + 3, which made the layers
 // load-bound (32 channels 112x112 0.122 -> 0.090 ms). Each output's taps are summed in
 // the same order as by tap. r: the row at the block's first tap column; wrow: its weights.
-// Edges: the first and last of the N - 1 + KW inputs lie outside the row (zeros, not loaded).
+// Edges: the first and last of the N - 1 + KW inputs lie outside the row (zeros, not
+// loaded).
 template <typename V, int KW, int N, bool Edges = false>
 GK_INLINE void accumulate_row_once(const float* r, const float* wrow, V (&a)[N], int64_t in_px) {
   V wt[KW];
@@ -223,7 +225,10 @@ GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const
   for (int n = 0; n < N; ++n) a[n] = bias;
   for (int64_t i = 0; i < kh; ++i) {
     if (!rows[i]) continue;
-    const float* r = rows[i] + (x * sw - g.pad_left) * in_px;
+    // An edge row's r is a pixel before the row (never read there), formed as an address:
+    // the row may start its buffer.
+    const float* r = Edges ? reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(rows[i]) - in_px * sizeof(float))
+                           : rows[i] + (x * sw - g.pad_left) * in_px;
     if constexpr (KW != 0 && SW == 1) {
       accumulate_row_once<V, KW, N, Edges>(r, w + i * KW * L, a, in_px);
     } else {
