@@ -240,17 +240,18 @@ GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const
 }
 
 // Output columns [x, x + n), n <= 7, as one block of exactly n columns (n == 0: none).
-template <typename V, int KH, int KW, int SW>
+// Edges as column_block.
+template <typename V, int KH, int KW, int SW, bool Edges = false>
 GK_INLINE void column_remainder(const DwGeometry& g, const float* const* rows, const float* w, V bias,
                                 Finish f, int64_t x, int64_t n, float* out, int64_t out_px, int64_t in_px) {
   switch (n) {
-    case 1: column_block<V, KH, KW, SW, 1>(g, rows, w, bias, f, x, out, out_px, in_px); break;
-    case 2: column_block<V, KH, KW, SW, 2>(g, rows, w, bias, f, x, out, out_px, in_px); break;
-    case 3: column_block<V, KH, KW, SW, 3>(g, rows, w, bias, f, x, out, out_px, in_px); break;
-    case 4: column_block<V, KH, KW, SW, 4>(g, rows, w, bias, f, x, out, out_px, in_px); break;
-    case 5: column_block<V, KH, KW, SW, 5>(g, rows, w, bias, f, x, out, out_px, in_px); break;
-    case 6: column_block<V, KH, KW, SW, 6>(g, rows, w, bias, f, x, out, out_px, in_px); break;
-    case 7: column_block<V, KH, KW, SW, 7>(g, rows, w, bias, f, x, out, out_px, in_px); break;
+    case 1: column_block<V, KH, KW, SW, 1, Edges>(g, rows, w, bias, f, x, out, out_px, in_px); break;
+    case 2: column_block<V, KH, KW, SW, 2, Edges>(g, rows, w, bias, f, x, out, out_px, in_px); break;
+    case 3: column_block<V, KH, KW, SW, 3, Edges>(g, rows, w, bias, f, x, out, out_px, in_px); break;
+    case 4: column_block<V, KH, KW, SW, 4, Edges>(g, rows, w, bias, f, x, out, out_px, in_px); break;
+    case 5: column_block<V, KH, KW, SW, 5, Edges>(g, rows, w, bias, f, x, out, out_px, in_px); break;
+    case 6: column_block<V, KH, KW, SW, 6, Edges>(g, rows, w, bias, f, x, out, out_px, in_px); break;
+    case 7: column_block<V, KH, KW, SW, 7, Edges>(g, rows, w, bias, f, x, out, out_px, in_px); break;
     default: break;
   }
 }
@@ -262,16 +263,10 @@ GK_INLINE void column_remainder(const DwGeometry& g, const float* const* rows, c
 template <typename V, int KH>
 GK_INLINE void edge_row_block(const DwGeometry& g, const float* const* rows, const float* w, V bias, Finish f,
                               float* out, int64_t out_px, int64_t in_px) {
-  switch (g.ow) {
-    case 1: column_block<V, KH, 3, 1, 1, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
-    case 2: column_block<V, KH, 3, 1, 2, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
-    case 3: column_block<V, KH, 3, 1, 3, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
-    case 4: column_block<V, KH, 3, 1, 4, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
-    case 5: column_block<V, KH, 3, 1, 5, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
-    case 6: column_block<V, KH, 3, 1, 6, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
-    case 7: column_block<V, KH, 3, 1, 7, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
-    case 8: column_block<V, KH, 3, 1, 8, true>(g, rows, w, bias, f, 0, out, out_px, in_px); break;
-    default: break;
+  if (g.ow == 8) {
+    column_block<V, KH, 3, 1, 8, true>(g, rows, w, bias, f, 0, out, out_px, in_px);
+  } else {
+    column_remainder<V, KH, 3, 1, true>(g, rows, w, bias, f, 0, g.ow, out, out_px, in_px);
   }
 }
 
