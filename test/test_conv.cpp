@@ -12,6 +12,24 @@ namespace {
 
 using gktest::ConvCase;
 
+// Checks a prepared depthwise plan on case c: NHWC with whole channel pairs (16 channels)
+// on a 64-byte aligned output, where the AVX-512 functions run them in pairs; the rest on
+// the tensors as check_conv_run gives them.
+void check_depthwise_run(const ConvCase& c, const std::string& name, const gk::conv::Shape& shape,
+                         const gk::conv::Prepared& prepared) {
+  const gk_conv_desc& d = c.d;
+  const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
+  gktest::check_conv_run(c, name, [&](const float* in, float* out) {
+    if (d.layout != GK_LAYOUT_NHWC || d.in_channels % 16) {
+      EXPECT_EQ(gk::conv::run_in_layout(shape, prepared, in, out), GK_OK);
+      return;
+    }
+    gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {
+      EXPECT_EQ(gk::conv::run_in_layout(shape, prepared, x, y), GK_OK);
+    });
+  });
+}
+
 const gk_layout kLayouts[] = {GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW4, GK_LAYOUT_NCHW8,
                               GK_LAYOUT_NCHW16};
 const gk_conv_algo kAlgos[] = {GK_CONV_ALGO_AUTO,   GK_CONV_ALGO_IM2COL_GEMM, GK_CONV_ALGO_GEMM_1X1,
@@ -409,12 +427,7 @@ TEST(Conv, DepthwiseOnNhwcChannelPairs) {
                                                                    c.with_bias ? c.bias.data() : nullptr, 0);
     ASSERT_TRUE(prepared);
     gk_set_num_threads(1 + i++ % 2);
-    const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
-    gktest::check_conv_run(c, "depthwise NHWC pairs " + gktest::describe(d), [&](const float* in, float* out) {
-      gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {
-        EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
-      });
-    });
+    check_depthwise_run(c, "depthwise NHWC pairs " + gktest::describe(d), shape, *prepared);
     gk_set_num_threads(0);
     if (HasFailure()) return;
   }
@@ -464,16 +477,7 @@ TEST(Conv, DepthwiseEdgeRows) {
     ASSERT_TRUE(prepared);
     ++i;
     gk_set_num_threads(t.threads);
-    const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
-    gktest::check_conv_run(c, "depthwise edge rows " + gktest::describe(d), [&](const float* in, float* out) {
-      if (t.layout != GK_LAYOUT_NHWC || t.channels % 16) {
-        EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
-        return;
-      }
-      gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {  // the pairs
-        EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
-      });
-    });
+    check_depthwise_run(c, "depthwise edge rows " + gktest::describe(d), shape, *prepared);
     gk_set_num_threads(0);
     if (HasFailure()) return;
   }
@@ -505,16 +509,7 @@ TEST(Conv, DepthwiseOnNhwcImagesPastL2) {
                                                                    c.with_bias ? c.bias.data() : nullptr, 0);
     ASSERT_TRUE(prepared);
     gk_set_num_threads(1 + i++ % 2);
-    const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
-    gktest::check_conv_run(c, "depthwise NHWC past L2 " + gktest::describe(d), [&](const float* in, float* out) {
-      if (t.channels % 16) {
-        EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
-        return;
-      }
-      gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {  // the pairs
-        EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
-      });
-    });
+    check_depthwise_run(c, "depthwise NHWC past L2 " + gktest::describe(d), shape, *prepared);
     gk_set_num_threads(0);
     if (HasFailure()) return;
   }
