@@ -374,24 +374,61 @@ TEST(Conv, NhwcStemsStoreIntoTheRows) {
 }
 
 // NCHW8 depthwise on a batch whose input is past 8 L2s, where the new input rows are
-// fetched ahead of each output row: strides 1 and 2, padding, 1 and 2 threads, sampled
-// outputs against the double reference.
+// fetched ahead of each output row: strides 1 and 2, padding, 1 and 2 threads (at stride 1
+// the threads split rows, at stride 2 channel blocks), sampled outputs against the double
+// reference.
 TEST(Conv, DepthwiseNchw8FetchesRowsAhead) {
   const int64_t image_bytes = 32 * 64 * 64 * 4;
   int i = 0;
-  for (int64_t stride : {1, 2}) {
+  for (int64_t stride : {1, 2, 1}) {
     gk_conv_desc d;
     gk_conv_desc_init(&d);
     d.batch = 8 * gk::caches().l2 / image_bytes + 1, d.in_channels = d.out_channels = d.groups = 32;
     d.in_height = d.in_width = 64, d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = stride;
     d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = 1;
-    d.layout = GK_LAYOUT_NCHW8, d.activation = gk_activation(1 + i);
+    d.layout = GK_LAYOUT_NCHW8, d.activation = gk_activation(1 + i % 2);
     SCOPED_TRACE(gktest::describe(d));
-    gk_set_num_threads(1 + i);
+    gk_set_num_threads(1 + (i > 0));
     EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, true, 2800 + uint32_t(i)), GK_CONV_ALGO_DEPTHWISE, 4000),
               "depthwise");
     gk_set_num_threads(0);
     ++i;
+  }
+}
+
+// NCHW8 depthwise on images of at least 56x56 output pixels, where the threads split
+// output rows into one band each (the channel blocks within a band): 2 and 3 threads
+// (bands of unequal rows), a partial last block, strides 1 and 2, 3x3 and 5x5, dilation,
+// batch 2, every activation; and at 56x55 and at 2 threads on 12 rows, the channel-block
+// split beside it; all against the double reference.
+TEST(Conv, DepthwiseNchw8RowBands) {
+  struct Case {
+    int64_t channels, k, stride, dilation, pad, h, w, batch;
+    int threads;
+  };
+  const Case cases[] = {{20, 3, 1, 1, 1, 56, 56, 1, 2}, {24, 3, 2, 1, 1, 112, 112, 2, 2}, {16, 5, 1, 1, 2, 61, 57, 1, 3},
+                        {8, 3, 1, 2, 2, 60, 64, 1, 2},  {44, 3, 2, 1, 1, 113, 120, 1, 3}, {20, 3, 1, 1, 1, 56, 55, 1, 2},
+                        {8, 3, 1, 1, 1, 12, 300, 1, 2}};
+  int i = 0;
+  for (const Case& t : cases) {
+    gk_conv_desc d;
+    gk_conv_desc_init(&d);
+    d.batch = t.batch, d.in_channels = d.out_channels = d.groups = t.channels;
+    d.in_height = t.h, d.in_width = t.w, d.kernel_h = d.kernel_w = t.k;
+    d.stride_h = d.stride_w = t.stride, d.dilation_h = d.dilation_w = t.dilation;
+    d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = t.pad;
+    d.layout = GK_LAYOUT_NCHW8, d.activation = gk_activation(i % 3);
+    gk::conv::Shape shape;
+    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
+    const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2900 + i));
+    const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
+                                                                   c.with_bias ? c.bias.data() : nullptr, 0);
+    ASSERT_TRUE(prepared);
+    ++i;
+    gk_set_num_threads(t.threads);
+    check_depthwise_run(c, "depthwise NCHW8 row bands " + gktest::describe(d), shape, *prepared);
+    gk_set_num_threads(0);
+    if (HasFailure()) return;
   }
 }
 

@@ -470,6 +470,31 @@ TEST(ConvResidual, DepthwiseBothVectorizations) {
   gk_set_num_threads(0);
 }
 
+// NCHW8 depthwise on outputs of 56x56 and more, whose threads split rows into bands,
+// adding to the output: a partial last block at stride 1 on 2 threads, stride 2 at batch 2
+// on 3 threads, run twice.
+TEST(ConvResidual, DepthwiseNchw8RowBands) {
+  int turn = 0;
+  for (const gk_conv_desc& d : {conv(1, 20, 56, 56, 20, 3, 1, 1, 20), conv(2, 12, 113, 112, 12, 3, 2, 1, 12)}) {
+    const Reference ref = make_reference(d, 750 + uint32_t(turn));
+    RunSetup st;
+    st.layout = GK_LAYOUT_NCHW8, st.act = gk_activation(1 + turn), st.bias = turn == 0;
+    st.threads = 2 + turn, st.runs = 2;
+    ++turn;
+    gk_set_num_threads(st.threads);
+    gk::conv::Shape shape;
+    ASSERT_TRUE(gk::conv::validate(desc_for(ref, st), &shape)) << gk_last_error();
+    const auto prepared =
+        gk::conv::depthwise_algorithm()->prepare(shape, ref.c.w.data(), st.bias ? ref.c.bias.data() : nullptr, 0);
+    ASSERT_TRUE(prepared);
+    check_run(ref, st, "depthwise NCHW8 row bands", [&](const float* in, float* out) {
+      EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
+    });
+    if (HasFailure()) return gk_set_num_threads(0);
+  }
+  gk_set_num_threads(0);
+}
+
 // Depthwise NHWC whole blocks in pairs (16 lanes on AVX-512 CPUs, on 64-byte aligned
 // tensors) adding to the output: 16 and 48 channels, strides 1 and 2, outputs 3, 13 and
 // 45 wide, 6 and 30 rows (the 48-channel rows on 2 threads).

@@ -50,6 +50,13 @@ constexpr int64_t kRowsMinWidth = 48;
 // 960 channels at 7x7 (0.85 MFLOP) 0.032 / 0.016-0.024, 232 at 7x7 (0.2 MFLOP) 0.008 /
 // 0.0045, 384 at 14x14 0.035 / 0.018-0.025.
 constexpr double kDepthwiseFlopsPerExtraThread = 0.1e6;
+// NCHW8 outputs of at least this many pixels split rows between threads (nchw8_bands).
+// MobileNetV2 end to end on two threads (Zen 5, NCHW8, FASTRUN, ms, alternated, channel
+// blocks / rows from 56x56 outputs): 2.86-3.06 / 2.71-2.83; rows from 112x112 only
+// 2.80-3.02, from 28x28 no better. Alone, a layer runs the same or up to 10% slower by
+// rows (144 channels at 56x56, 0.056 / 0.061 ms): the gain is the data left where the
+// neighbouring layers use it.
+constexpr int64_t kDepthwiseRowSplitPixels = 56 * 56;
 
 struct DwGeometry {
   int64_t kh, kw, sh, sw, dh, dw, pad_top, pad_left;
@@ -376,6 +383,7 @@ struct BlockIo {
   float* out_planar[kLanes];         // NCHW: each lane's output plane
   const float* in_blocked = nullptr;  // NCHW8: the block's input [ih][iw][8]
   float* out_blocked = nullptr;       // NCHW8: the block's output [oh][ow][8]
+  int64_t oh0 = 0, out_rows = 0;      // NCHW8: the band of output rows to compute
   // NCHW8 from a zero-padded copy: in_blocked's `rows` rows of `row_floats` go to
   // padded_interior, `padded_row_floats` apart (the padding around them already zero).
   float* padded_interior = nullptr;
@@ -600,7 +608,7 @@ GK_INLINE void run_block(const DwGeometry& g, const BlockIo& io, const float* w,
       copy_into_padding(io);
       in = staged;  // g is the padded copy's geometry
     }
-    compute_rows<KH, KW, SW>(g, in, 0, g.ih, 0, g.oh, w, bias, f, io.out_blocked);
+    compute_rows<KH, KW, SW>(g, in, 0, g.ih, io.oh0, io.out_rows, w, bias, f, io.out_blocked + io.oh0 * g.ow * kLanes);
     return;
   }
   for (int64_t oh0 = 0; oh0 < g.oh; oh0 += g.band) {
@@ -736,9 +744,11 @@ class DepthwiseConv final : public Prepared {
     const gk_conv_desc& d = s_.d;
     if (d.layout == GK_LAYOUT_NHWC) return run_nhwc(input, output, ws);
     const bool blocked = d.layout != GK_LAYOUT_NCHW && native_layout(d.layout);  // else NCHW copies
-    const int64_t items = d.batch * blocks_, taps = g_.kh * g_.kw;
+    const int64_t taps = g_.kh * g_.kw;
     const int64_t in_plane = g_.ih * g_.iw, out_plane = g_.oh * g_.ow;
     const int threads = ws.cap(threads_for(s_.flops(), kDepthwiseFlopsPerExtraThread));
+    const int64_t bands = blocked ? nchw8_bands(threads) : 1;
+    const int64_t items = d.batch * bands * blocks_;  // image-major, then band, then block
     parallel_region(threads, [&] {
       const bool copy_padded = blocked && copy_padded_;
       float* staged = ws.block(omp_get_thread_num());
@@ -746,11 +756,12 @@ class DepthwiseConv final : public Prepared {
       if (copy_padded) std::fill(staged, staged + padded_block_floats(), 0.0f);  // the padding, once
 #pragma omp for schedule(static)
       for (int64_t item = 0; item < items; ++item) {
-        const int64_t n = item / blocks_, b = item % blocks_;
+        const int64_t n = item / (bands * blocks_), band = item / blocks_ % bands, b = item % blocks_;
         BlockIo io;
         if (blocked) {
           io.in_blocked = input + (n * blocks_ + b) * in_plane * kLanes;
           io.out_blocked = output + (n * blocks_ + b) * out_plane * kLanes;
+          io.oh0 = band * g_.oh / bands, io.out_rows = (band + 1) * g_.oh / bands - io.oh0;
           if (copy_padded) {
             io.padded_interior = staged + (g_.pad_top * padded_.iw + g_.pad_left) * kLanes;
             io.rows = g_.ih, io.row_floats = g_.iw * kLanes, io.padded_row_floats = padded_.iw * kLanes;
@@ -821,6 +832,15 @@ class DepthwiseConv final : public Prepared {
           std::copy_n(&w_[size_t((b * taps + t) * kLanes)], kLanes, &pair_w_[size_t(((p * taps + t) * 2 + half) * kLanes)]);
         std::copy_n(&bias_[size_t(b * kLanes)], kLanes, &pair_bias_[size_t((2 * p + half) * kLanes)]);
       }
+  }
+  // NCHW8 bands of output rows per image: one per thread on images of at least
+  // kDepthwiseRowSplitPixels output pixels and 8 rows a thread, so that each thread reads
+  // the rows the layer before wrote on its core and writes the rows the layer after reads
+  // there (the pointwise layers around split such images by pixels); else 1, the threads
+  // splitting channel blocks, as the pointwise layers split smaller images by channels.
+  int64_t nchw8_bands(int threads) const {
+    if (threads == 1 || copy_padded_ || g_.oh * g_.ow < kDepthwiseRowSplitPixels || g_.oh < 8 * threads) return 1;
+    return threads;
   }
   // NHWC bands of output rows per image, band b rows [b * oh / bands, (b + 1) * oh / bands):
   // of at most kNhwcBandRows rows, or (multiplier 1 and 8 or more channels, in place:
