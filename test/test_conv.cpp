@@ -389,6 +389,8 @@ TEST(Conv, DepthwiseNchw8FetchesRowsAhead) {
     d.layout = GK_LAYOUT_NCHW8, d.activation = gk_activation(1 + i % 2);
     SCOPED_TRACE(gktest::describe(d));
     gk_set_num_threads(1 + (i > 0));
+    const int64_t out_side = (64 - 1) / stride + 1;
+    EXPECT_EQ(gk::conv::depthwise_nchw8_bands(out_side, out_side, 1 + (i > 0)) > 1, i == 2);
     EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, true, 2800 + uint32_t(i)), GK_CONV_ALGO_DEPTHWISE, 4000),
               "depthwise");
     gk_set_num_threads(0);
@@ -399,16 +401,18 @@ TEST(Conv, DepthwiseNchw8FetchesRowsAhead) {
 // NCHW8 depthwise on images of at least 56x56 output pixels, where the threads split
 // output rows into one band each (the channel blocks within a band): 2 and 3 threads
 // (bands of unequal rows), a partial last block, strides 1 and 2, 3x3 and 5x5, dilation,
-// batch 2, every activation; and at 56x55 and at 2 threads on 12 rows, the channel-block
-// split beside it; all against the double reference.
+// batch 2 (each thread a band of both images), every activation; and at 56x55 and at 2
+// threads on 12 rows, the channel-block split beside it; all against the double reference.
 TEST(Conv, DepthwiseNchw8RowBands) {
   struct Case {
     int64_t channels, k, stride, dilation, pad, h, w, batch;
     int threads;
+    bool banded;
   };
-  const Case cases[] = {{20, 3, 1, 1, 1, 56, 56, 1, 2}, {24, 3, 2, 1, 1, 112, 112, 2, 2}, {16, 5, 1, 1, 2, 61, 57, 1, 3},
-                        {8, 3, 1, 2, 2, 60, 64, 1, 2},  {44, 3, 2, 1, 1, 113, 120, 1, 3}, {20, 3, 1, 1, 1, 56, 55, 1, 2},
-                        {8, 3, 1, 1, 1, 12, 300, 1, 2}};
+  const Case cases[] = {{20, 3, 1, 1, 1, 56, 56, 1, 2, true},     {24, 3, 2, 1, 1, 112, 112, 2, 2, true},
+                        {16, 5, 1, 1, 2, 61, 57, 1, 3, true},     {8, 3, 1, 2, 2, 60, 64, 1, 2, true},
+                        {44, 3, 2, 1, 1, 113, 120, 1, 3, true},   {20, 3, 1, 1, 1, 56, 55, 1, 2, false},
+                        {24, 3, 1, 1, 1, 12, 300, 1, 2, false}};
   int i = 0;
   for (const Case& t : cases) {
     gk_conv_desc d;
@@ -421,6 +425,7 @@ TEST(Conv, DepthwiseNchw8RowBands) {
     gk::conv::Shape shape;
     ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
     const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2900 + i));
+    EXPECT_EQ(gk::conv::depthwise_nchw8_bands(c.oh, c.ow, t.threads) > 1, t.banded) << gktest::describe(d);
     const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
                                                                    c.with_bias ? c.bias.data() : nullptr, 0);
     ASSERT_TRUE(prepared);

@@ -480,6 +480,7 @@ TEST(ConvResidual, DepthwiseNchw8RowBands) {
     RunSetup st;
     st.layout = GK_LAYOUT_NCHW8, st.act = gk_activation(1 + turn), st.bias = turn == 0;
     st.threads = 2 + turn, st.runs = 2;
+    EXPECT_GT(gk::conv::depthwise_nchw8_bands(ref.c.oh, ref.c.ow, st.threads), 1);
     ++turn;
     gk_set_num_threads(st.threads);
     gk::conv::Shape shape;

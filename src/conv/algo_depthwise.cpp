@@ -18,9 +18,10 @@
 // interleaved, [column][8]: the output itself in NCHW8, else a band transposed back.
 //
 // Layouts: NCHW, NHWC and NCHW8 run natively (NCHW8 only with one output per input
-// channel); others are converted to NCHW. Threads split the (image, channel block) pairs
-// (NHWC: (image, band of rows) pairs, all blocks in one item, or with a multiplier the
-// (image, band, group of blocks) triples). Bias, the
+// channel); others are converted to NCHW. Threads split the (image, channel block) pairs,
+// or in NCHW8 on large images the (band of rows, image, block) triples (NHWC: (image, band
+// of rows) pairs, all blocks in one item, or with a multiplier the (image, band, group of
+// blocks) triples). Bias, the
 // residual when adding to the output (NCHW: staged into the band first) and activation
 // are applied in registers before the store.
 #include <omp.h>
@@ -50,13 +51,17 @@ constexpr int64_t kRowsMinWidth = 48;
 // 960 channels at 7x7 (0.85 MFLOP) 0.032 / 0.016-0.024, 232 at 7x7 (0.2 MFLOP) 0.008 /
 // 0.0045, 384 at 14x14 0.035 / 0.018-0.025.
 constexpr double kDepthwiseFlopsPerExtraThread = 0.1e6;
-// NCHW8 outputs of at least this many pixels split rows between threads (nchw8_bands).
+// NCHW8 outputs of at least this many pixels split rows between threads
+// (depthwise_nchw8_bands).
 // MobileNetV2 end to end on two threads (Zen 5, NCHW8, FASTRUN, ms, alternated, channel
 // blocks / rows from 56x56 outputs): 2.86-3.06 / 2.71-2.83; rows from 112x112 only
 // 2.80-3.02, from 28x28 no better. Alone, a layer runs the same or up to 10% slower by
 // rows (144 channels at 56x56, 0.056 / 0.061 ms): the gain is the data left where the
 // neighbouring layers use it.
 constexpr int64_t kDepthwiseRowSplitPixels = 56 * 56;
+
+// The first output row of band `band` of `bands` over `rows` rows.
+int64_t band_start(int64_t band, int64_t bands, int64_t rows) { return band * rows / bands; }
 
 struct DwGeometry {
   int64_t kh, kw, sh, sw, dh, dw, pad_top, pad_left;
@@ -747,8 +752,8 @@ class DepthwiseConv final : public Prepared {
     const int64_t taps = g_.kh * g_.kw;
     const int64_t in_plane = g_.ih * g_.iw, out_plane = g_.oh * g_.ow;
     const int threads = ws.cap(threads_for(s_.flops(), kDepthwiseFlopsPerExtraThread));
-    const int64_t bands = blocked ? nchw8_bands(threads) : 1;
-    const int64_t items = d.batch * bands * blocks_;  // image-major, then band, then block
+    const int64_t bands = blocked && !copy_padded_ ? depthwise_nchw8_bands(g_.oh, g_.ow, threads) : 1;
+    const int64_t items = bands * d.batch * blocks_;  // band-major, then image, then block
     parallel_region(threads, [&] {
       const bool copy_padded = blocked && copy_padded_;
       float* staged = ws.block(omp_get_thread_num());
@@ -756,12 +761,12 @@ class DepthwiseConv final : public Prepared {
       if (copy_padded) std::fill(staged, staged + padded_block_floats(), 0.0f);  // the padding, once
 #pragma omp for schedule(static)
       for (int64_t item = 0; item < items; ++item) {
-        const int64_t n = item / (bands * blocks_), band = item / blocks_ % bands, b = item % blocks_;
+        const int64_t band = item / (d.batch * blocks_), n = item / blocks_ % d.batch, b = item % blocks_;
         BlockIo io;
         if (blocked) {
           io.in_blocked = input + (n * blocks_ + b) * in_plane * kLanes;
           io.out_blocked = output + (n * blocks_ + b) * out_plane * kLanes;
-          io.oh0 = band * g_.oh / bands, io.out_rows = (band + 1) * g_.oh / bands - io.oh0;
+          io.oh0 = band_start(band, bands, g_.oh), io.out_rows = band_start(band + 1, bands, g_.oh) - io.oh0;
           if (copy_padded) {
             io.padded_interior = staged + (g_.pad_top * padded_.iw + g_.pad_left) * kLanes;
             io.rows = g_.ih, io.row_floats = g_.iw * kLanes, io.padded_row_floats = padded_.iw * kLanes;
@@ -812,7 +817,7 @@ class DepthwiseConv final : public Prepared {
         ng.tail_w = tail ? tail_w_.data() : nullptr, ng.tail_bias = tail ? tail_bias_.data() : nullptr;
         const bool pairs = !pair_w_.empty() && ng.b0 == 0 && lines_aligned;
         ng.pair_w = pairs ? pair_w_.data() : nullptr, ng.pair_bias = pairs ? pair_bias_.data() : nullptr;
-        ng.oh0 = band * g_.oh / bands, ng.rows = (band + 1) * g_.oh / bands - ng.oh0;
+        ng.oh0 = band_start(band, bands, g_.oh), ng.rows = band_start(band + 1, bands, g_.oh) - ng.oh0;
         BlockIo io;
         io.nhwc = &ng, io.nhwc_staged = &nhwc_;
         fn_(g_, io, &w_[size_t(ng.b0 * ng.taps * kLanes)], &bias_[size_t(ng.b0 * kLanes)],
@@ -832,15 +837,6 @@ class DepthwiseConv final : public Prepared {
           std::copy_n(&w_[size_t((b * taps + t) * kLanes)], kLanes, &pair_w_[size_t(((p * taps + t) * 2 + half) * kLanes)]);
         std::copy_n(&bias_[size_t(b * kLanes)], kLanes, &pair_bias_[size_t((2 * p + half) * kLanes)]);
       }
-  }
-  // NCHW8 bands of output rows per image: one per thread on images of at least
-  // kDepthwiseRowSplitPixels output pixels and 8 rows a thread, so that each thread reads
-  // the rows the layer before wrote on its core and writes the rows the layer after reads
-  // there (the pointwise layers around split such images by pixels); else 1, the threads
-  // splitting channel blocks, as the pointwise layers split smaller images by channels.
-  int64_t nchw8_bands(int threads) const {
-    if (threads == 1 || copy_padded_ || g_.oh * g_.ow < kDepthwiseRowSplitPixels || g_.oh < 8 * threads) return 1;
-    return threads;
   }
   // NHWC bands of output rows per image, band b rows [b * oh / bands, (b + 1) * oh / bands):
   // of at most kNhwcBandRows rows, or (multiplier 1 and 8 or more channels, in place:
@@ -1053,6 +1049,13 @@ class Depthwise final : public Algorithm {
 };
 
 }  // namespace
+
+// One band per thread where each gets 8 rows or more: each thread then reads the rows the
+// layer before wrote on its core and writes the rows the layer after reads there (the
+// pointwise layers around split such images by pixels, smaller ones by channels).
+int64_t depthwise_nchw8_bands(int64_t oh, int64_t ow, int threads) {
+  return oh * ow >= kDepthwiseRowSplitPixels && oh >= 8 * threads ? threads : 1;
+}
 
 const Algorithm* depthwise_algorithm() {
   static const Depthwise a;

@@ -115,6 +115,9 @@ const Algorithm* direct_algorithm();
 // NCHW8 without copies; `wide`: on 16-lane vectors too (AVX-512, rows wider than 8).
 bool direct_takes_whole_images(const Shape& s, bool wide = false);
 const Algorithm* depthwise_algorithm();
+// Bands of output rows the depthwise threads split an NCHW8 image of oh x ow outputs into
+// when they read it in place (1: they split its channel blocks instead).
+int64_t depthwise_nchw8_bands(int64_t oh, int64_t ow, int threads);
 const Algorithm* winograd_algorithm(int m);  // m = 2, 4, 6
 const Algorithm* pointwise_nchw8_algorithm();
 const Algorithm* direct_nchw8_algorithm();
