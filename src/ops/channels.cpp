@@ -15,6 +15,8 @@
 // (aligned parts) is a contiguous copy. Maps repeat from block to block (a shift's blocks
 // all alike, a shuffle's every `groups` blocks), so each work item builds a few and moves
 // the rest along.
+#include <omp.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -338,6 +340,7 @@ BlockSources<Lanes> block_sources(int64_t b0, int64_t b1, int64_t period, int64_
 // 2-group shuffle of 116 channels at 28x28 in NCHW8: 1.44x memcpy's time block by block,
 // 1.24x in chunks).
 constexpr int kItemBlocks = 8;
+constexpr int64_t kMinPiecePixels = 64;
 constexpr int64_t kChunkFloats = 512;
 
 // The maps of an item's blocks [bs, bs + count): block bs + g is map[g] with every source
@@ -414,8 +417,12 @@ void gather_item(const GatherFn<W>* fns, const Blocked& d, float* y, const Block
 template <typename Lanes>
 void gather_blocks(const Blocked& d, float* y, const BlockSources<Lanes>& s) {
   const GatherKernels k = gather_kernels();
-  const int64_t plane = d.h * d.w, piece = std::max<int64_t>(1, kPieceFloats / d.lanes);
-  const int64_t pieces = (plane + piece - 1) / piece, groups = (s.b1 - s.b0 + kItemBlocks - 1) / kItemBlocks;
+  const int64_t plane = d.h * d.w;
+  // At least a piece per thread where each keeps kMinPiecePixels: else a plane of up to
+  // kPieceFloats with at most kItemBlocks blocks is one item, which the first thread takes.
+  const int64_t pieces = std::max((plane * d.lanes + kPieceFloats - 1) / kPieceFloats,
+                                  std::min<int64_t>(omp_get_num_threads(), plane / kMinPiecePixels));
+  const int64_t piece = (plane + pieces - 1) / pieces, groups = (s.b1 - s.b0 + kItemBlocks - 1) / kItemBlocks;
 #pragma omp for schedule(static) nowait
   for (int64_t u = 0; u < d.n * groups * pieces; ++u) {
     const int64_t ig = u / pieces, img = ig / groups, bs = s.b0 + ig % groups * kItemBlocks;
