@@ -789,6 +789,13 @@ TEST(Ops, ConcatShuffleEveryGroupingEveryKernel) {
   Threads th(2);
   expect_two_threads(8.0 * double(2 * 116 * 40 * 43));
   check_concat_shuffle(2, 58, 40, 43, {58, 0});
+  // Planes that fit one work item, in a piece per thread: 2 of 98 pixels (ShuffleNetV2's
+  // 14x14), 7x7 whole (under 64 pixels a thread), and on 3 threads 3 of 65.
+  check_concat_shuffle(1, 116, 14, 14, {0, 0});
+  check_concat_shuffle(1, 232, 7, 7, {0, 0});
+  Threads three(3);
+  EXPECT_GE(gk::ops::threads_for_bytes(8.0 * double(116 * 13 * 15)), 3);
+  check_concat_shuffle(1, 58, 13, 15, {58, 0});
 }
 
 // Planes of more pixels than one work item's piece in every NCHWx layout, 2 images: the
