@@ -75,7 +75,9 @@ gk_status guarded(const char* fn, const Body& body) noexcept {
 // the layer before wrote lies half in each core's cache: a thread alone waits for the
 // other core's half line by line. ShuffleNetV2 on two threads (Zen 5, NCHW8, alternated,
 // ms): 1.89-2.30 with 256 KiB, where its 14x14 and 7x7 shuffles ran on one thread, against
-// 1.78-2.18 with 32 KiB; 8 and 16 KiB no better.
+// 1.78-2.18 with 32 KiB; 8 and 16 KiB no better. Called alone on a tensor one core wrote,
+// the small ones lose instead (bench_ops, two threads, us, 256 / 32 KiB: a 232 + 232
+// channel concat at 7x7 1.8 / 6.1, 116 + 116 at 14x14 3.7 / 8.6): the networks decide.
 inline int threads_for_bytes(double bytes) { return threads_for(bytes, 32.0 * 1024); }
 
 // The calling thread's part of [0, total) inside a parallel_region (all of it outside
