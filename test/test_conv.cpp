@@ -12,22 +12,33 @@ namespace {
 
 using gktest::ConvCase;
 
-// Checks a prepared depthwise plan on case c: NHWC with whole channel pairs (16 channels)
-// on a 64-byte aligned output, where the AVX-512 functions run them in pairs; the rest on
-// the tensors as check_conv_run gives them.
-void check_depthwise_run(const ConvCase& c, const std::string& name, const gk::conv::Shape& shape,
-                         const gk::conv::Prepared& prepared) {
-  const gk_conv_desc& d = c.d;
+// Checks the depthwise algorithm (its default vectorization) on `d` against the double
+// reference, on `threads` threads. aligned_pairs: NHWC with whole channel pairs (16
+// channels) runs on a 64-byte aligned output, where the AVX-512 functions take them in
+// pairs; else (and other layouts) on the tensors as check_conv_run gives them.
+void check_depthwise(const gk_conv_desc& d, bool with_bias, uint32_t seed, int threads, const std::string& name,
+                     bool aligned_pairs = true) {
+  gk::conv::Shape shape;
+  ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
+  const ConvCase c = gktest::make_conv_case(d, with_bias, seed);
+  const auto prepared =
+      gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(), with_bias ? c.bias.data() : nullptr, 0);
+  ASSERT_TRUE(prepared);
+  if (d.layout == GK_LAYOUT_NHWC) {
+    EXPECT_TRUE(prepared->native_layout(GK_LAYOUT_NHWC));  // no NCHW copies
+  }
   const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
-  gktest::check_conv_run(c, name, [&](const float* in, float* out) {
-    if (d.layout != GK_LAYOUT_NHWC || d.in_channels % 16) {
-      EXPECT_EQ(gk::conv::run_in_layout(shape, prepared, in, out), GK_OK);
+  gk_set_num_threads(threads);
+  gktest::check_conv_run(c, name + " " + gktest::describe(d), [&](const float* in, float* out) {
+    if (!aligned_pairs || d.layout != GK_LAYOUT_NHWC || d.in_channels % 16) {
+      EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
       return;
     }
     gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {
-      EXPECT_EQ(gk::conv::run_in_layout(shape, prepared, x, y), GK_OK);
+      EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
     });
   });
+  gk_set_num_threads(0);
 }
 
 const gk_layout kLayouts[] = {GK_LAYOUT_NCHW, GK_LAYOUT_NHWC, GK_LAYOUT_NCHW4, GK_LAYOUT_NCHW8,
@@ -288,18 +299,7 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
     d.in_width = std::max(d.in_width, d.dilation_w * (d.kernel_w - 1) + 1);
     d.layout = GK_LAYOUT_NHWC;
     d.activation = gk_activation(i % 3);
-    gk::conv::Shape shape;
-    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
-    const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2300 + i));
-    const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
-                                                                   c.with_bias ? c.bias.data() : nullptr, 0);
-    ASSERT_TRUE(prepared);
-    EXPECT_TRUE(prepared->native_layout(GK_LAYOUT_NHWC));
-    gk_set_num_threads(1 + i % 2);
-    gktest::check_conv_run(c, "depthwise NHWC " + gktest::describe(d), [&](const float* in, float* out) {
-      EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
-    });
-    gk_set_num_threads(0);
+    check_depthwise(d, i % 2 == 0, uint32_t(2300 + i), 1 + i % 2, "depthwise NHWC", false);
     if (HasFailure()) return;
   }
   struct Wide {
@@ -315,16 +315,8 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
     d.batch = 1, d.in_height = 5, d.in_width = wide.width;
     d.layout = GK_LAYOUT_NHWC;
     d.activation = GK_ACT_RELU;
-    gk::conv::Shape shape;
-    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
-    const ConvCase c = gktest::make_conv_case(d, true, uint32_t(2400 + wide.width));
-    const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(), c.bias.data(), 0);
-    ASSERT_TRUE(prepared);
-    gk_set_num_threads(1 + wide_case++ % 2);
-    gktest::check_conv_run(c, "depthwise NHWC wide rows " + gktest::describe(d), [&](const float* in, float* out) {
-      EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
-    });
-    gk_set_num_threads(0);
+    check_depthwise(d, true, uint32_t(2400 + wide.width), 1 + wide_case++ % 2, "depthwise NHWC wide rows", false);
+    if (HasFailure()) return;
   }
 }
 
@@ -422,17 +414,11 @@ TEST(Conv, DepthwiseNchw8RowBands) {
     d.stride_h = d.stride_w = t.stride, d.dilation_h = d.dilation_w = t.dilation;
     d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = t.pad;
     d.layout = GK_LAYOUT_NCHW8, d.activation = gk_activation(i % 3);
-    gk::conv::Shape shape;
-    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
-    const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2900 + i));
-    EXPECT_EQ(gk::conv::depthwise_nchw8_bands(c.oh, c.ow, t.threads) > 1, t.banded) << gktest::describe(d);
-    const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
-                                                                   c.with_bias ? c.bias.data() : nullptr, 0);
-    ASSERT_TRUE(prepared);
+    int64_t oh = 0, ow = 0;
+    ASSERT_EQ(gk_conv_output_size(&d, &oh, &ow), GK_OK);
+    EXPECT_EQ(gk::conv::depthwise_nchw8_bands(oh, ow, t.threads) > 1, t.banded) << gktest::describe(d);
+    check_depthwise(d, i % 2 == 0, uint32_t(2900 + i), t.threads, "depthwise NCHW8 row bands");
     ++i;
-    gk_set_num_threads(t.threads);
-    check_depthwise_run(c, "depthwise NCHW8 row bands " + gktest::describe(d), shape, *prepared);
-    gk_set_num_threads(0);
     if (HasFailure()) return;
   }
 }
@@ -462,15 +448,8 @@ TEST(Conv, DepthwiseOnNhwcChannelPairs) {
     d.stride_h = d.stride_w = t.stride, d.dilation_h = d.dilation_w = t.dilation;
     d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = t.pad;
     d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
-    gk::conv::Shape shape;
-    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
-    const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2500 + i));
-    const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
-                                                                   c.with_bias ? c.bias.data() : nullptr, 0);
-    ASSERT_TRUE(prepared);
-    gk_set_num_threads(1 + i++ % 2);
-    check_depthwise_run(c, "depthwise NHWC pairs " + gktest::describe(d), shape, *prepared);
-    gk_set_num_threads(0);
+    check_depthwise(d, i % 2 == 0, uint32_t(2500 + i), 1 + i % 2, "depthwise NHWC pairs");
+    ++i;
     if (HasFailure()) return;
   }
 }
@@ -511,16 +490,8 @@ TEST(Conv, DepthwiseEdgeRows) {
     d.stride_h = d.stride_w = 1;
     d.pad_top = d.pad_left = d.pad_bottom = 1, d.pad_right = t.pad_right;
     d.layout = t.layout, d.activation = gk_activation(i % 3);
-    gk::conv::Shape shape;
-    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
-    const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2800 + i));
-    const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
-                                                                   c.with_bias ? c.bias.data() : nullptr, 0);
-    ASSERT_TRUE(prepared);
+    check_depthwise(d, i % 2 == 0, uint32_t(2800 + i), t.threads, "depthwise edge rows");
     ++i;
-    gk_set_num_threads(t.threads);
-    check_depthwise_run(c, "depthwise edge rows " + gktest::describe(d), shape, *prepared);
-    gk_set_num_threads(0);
     if (HasFailure()) return;
   }
 }
@@ -544,15 +515,8 @@ TEST(Conv, DepthwiseOnNhwcImagesPastL2) {
     d.stride_h = d.stride_w = t.stride;
     d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = t.k / 2;
     d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
-    gk::conv::Shape shape;
-    ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
-    const ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(2700 + i));
-    const auto prepared = gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(),
-                                                                   c.with_bias ? c.bias.data() : nullptr, 0);
-    ASSERT_TRUE(prepared);
-    gk_set_num_threads(1 + i++ % 2);
-    check_depthwise_run(c, "depthwise NHWC past L2 " + gktest::describe(d), shape, *prepared);
-    gk_set_num_threads(0);
+    check_depthwise(d, i % 2 == 0, uint32_t(2700 + i), 1 + i % 2, "depthwise NHWC past L2");
+    ++i;
     if (HasFailure()) return;
   }
 }
