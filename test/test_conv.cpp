@@ -365,26 +365,47 @@ TEST(Conv, NhwcStemsStoreIntoTheRows) {
   });
 }
 
-// NCHW8 depthwise on a batch whose input is past 8 L2s, where the new input rows are
-// fetched ahead of each output row: strides 1 and 2, padding, 1 and 2 threads (at stride 1
-// the threads split rows, at stride 2 channel blocks), sampled outputs against the double
-// reference.
-TEST(Conv, DepthwiseNchw8FetchesRowsAhead) {
-  const int64_t image_bytes = 32 * 64 * 64 * 4;
+// Depthwise on a batch whose input is past 8 L2s, where the new input rows are fetched
+// ahead of each output row: NCHW8 (strides 1 and 2, 1 and 2 threads; at stride 1 on 2
+// threads the threads split rows, at stride 2 channel blocks) and NHWC in place (per
+// segment of columns: channel pairs at 48 channels, a tail window at 44, strides 1 and 2,
+// 1 and 2 threads), padding, sampled outputs against the double reference.
+TEST(Conv, DepthwiseFetchesRowsAhead) {
+  struct Case {
+    gk_layout layout;
+    int64_t channels, stride;
+    int threads;
+  };
+  const Case cases[] = {{GK_LAYOUT_NCHW8, 32, 1, 1}, {GK_LAYOUT_NCHW8, 32, 2, 2}, {GK_LAYOUT_NCHW8, 32, 1, 2},
+                        {GK_LAYOUT_NHWC, 48, 1, 1},  {GK_LAYOUT_NHWC, 44, 2, 2},  {GK_LAYOUT_NHWC, 48, 2, 1},
+                        {GK_LAYOUT_NHWC, 44, 1, 2}};
   int i = 0;
-  for (int64_t stride : {1, 2, 1}) {
+  for (const Case& t : cases) {
+    const int64_t image_bytes = t.channels * 64 * 64 * 4;
     gk_conv_desc d;
     gk_conv_desc_init(&d);
-    d.batch = 8 * gk::caches().l2 / image_bytes + 1, d.in_channels = d.out_channels = d.groups = 32;
-    d.in_height = d.in_width = 64, d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = stride;
+    d.batch = 8 * gk::caches().l2 / image_bytes + 1, d.in_channels = d.out_channels = d.groups = t.channels;
+    d.in_height = d.in_width = 64, d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = t.stride;
     d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = 1;
-    d.layout = GK_LAYOUT_NCHW8, d.activation = gk_activation(1 + i % 2);
+    d.layout = t.layout, d.activation = gk_activation(1 + i % 2);
     SCOPED_TRACE(gktest::describe(d));
-    gk_set_num_threads(1 + (i > 0));
-    const int64_t out_side = (64 - 1) / stride + 1;
-    EXPECT_EQ(gk::conv::depthwise_nchw8_bands(out_side, out_side, 1 + (i > 0)) > 1, i == 2);
-    EXPECT_EQ(gktest::check_conv(gktest::make_conv_case(d, true, 2800 + uint32_t(i)), GK_CONV_ALGO_DEPTHWISE, 4000),
-              "depthwise");
+    gk_set_num_threads(t.threads);
+    if (t.layout == GK_LAYOUT_NCHW8) {
+      const int64_t out_side = (64 - 1) / t.stride + 1;
+      EXPECT_EQ(gk::conv::depthwise_nchw8_bands(out_side, out_side, t.threads) > 1, t.stride == 1 && t.threads == 2);
+    }
+    // Through the public API, on a 64-byte aligned output (NHWC pairs run there).
+    const ConvCase c = gktest::make_conv_case(d, true, 2800 + uint32_t(i));
+    gk_conv_plan* plan = nullptr;
+    ASSERT_EQ(gk_conv_plan_create(&d, c.w.data(), c.bias.data(), GK_CONV_ALGO_DEPTHWISE, &plan), GK_OK)
+        << gk_last_error();
+    const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
+    gktest::check_conv_run(c, "depthwise", [&](const float* in, float* out) {
+      gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {
+        EXPECT_EQ(gk_conv_run(plan, x, y), GK_OK) << gk_last_error();
+      });
+    }, 4000);
+    gk_conv_plan_destroy(plan);
     gk_set_num_threads(0);
     ++i;
   }
