@@ -12,12 +12,16 @@ namespace {
 
 using gktest::ConvCase;
 
+// Where check_depthwise runs NHWC plans with whole channel pairs (16 channels): on a
+// 64-byte aligned output, where the AVX-512 functions take them in pairs; or on the
+// tensors as check_conv_run gives them, which keeps the 8-lane path of the same channel
+// counts covered.
+enum class PairsOutput { Aligned, AsGiven };
+
 // Checks the depthwise algorithm (its default vectorization) on `d` against the double
-// reference, on `threads` threads. aligned_pairs: NHWC with whole channel pairs (16
-// channels) runs on a 64-byte aligned output, where the AVX-512 functions take them in
-// pairs; else (and other layouts) on the tensors as check_conv_run gives them.
+// reference (every output, or `samples` of them), on `threads` threads.
 void check_depthwise(const gk_conv_desc& d, bool with_bias, uint32_t seed, int threads, const std::string& name,
-                     bool aligned_pairs = true) {
+                     PairsOutput pairs = PairsOutput::Aligned, int64_t samples = 0) {
   gk::conv::Shape shape;
   ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
   const ConvCase c = gktest::make_conv_case(d, with_bias, seed);
@@ -30,14 +34,14 @@ void check_depthwise(const gk_conv_desc& d, bool with_bias, uint32_t seed, int t
   const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
   gk_set_num_threads(threads);
   gktest::check_conv_run(c, name + " " + gktest::describe(d), [&](const float* in, float* out) {
-    if (!aligned_pairs || d.layout != GK_LAYOUT_NHWC || d.in_channels % 16) {
+    if (pairs == PairsOutput::AsGiven || d.layout != GK_LAYOUT_NHWC || d.in_channels % 16) {
       EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, in, out), GK_OK);
       return;
     }
     gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {
       EXPECT_EQ(gk::conv::run_in_layout(shape, *prepared, x, y), GK_OK);
     });
-  });
+  }, samples);
   gk_set_num_threads(0);
 }
 
@@ -299,7 +303,7 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
     d.in_width = std::max(d.in_width, d.dilation_w * (d.kernel_w - 1) + 1);
     d.layout = GK_LAYOUT_NHWC;
     d.activation = gk_activation(i % 3);
-    check_depthwise(d, i % 2 == 0, uint32_t(2300 + i), 1 + i % 2, "depthwise NHWC", false);
+    check_depthwise(d, i % 2 == 0, uint32_t(2300 + i), 1 + i % 2, "depthwise NHWC", PairsOutput::AsGiven);
     if (HasFailure()) return;
   }
   struct Wide {
@@ -315,7 +319,8 @@ TEST(Conv, DepthwiseOnNhwcInPlace) {
     d.batch = 1, d.in_height = 5, d.in_width = wide.width;
     d.layout = GK_LAYOUT_NHWC;
     d.activation = GK_ACT_RELU;
-    check_depthwise(d, true, uint32_t(2400 + wide.width), 1 + wide_case++ % 2, "depthwise NHWC wide rows", false);
+    check_depthwise(d, true, uint32_t(2400 + wide.width), 1 + wide_case++ % 2, "depthwise NHWC wide rows",
+                    PairsOutput::AsGiven);
     if (HasFailure()) return;
   }
 }
@@ -368,8 +373,9 @@ TEST(Conv, NhwcStemsStoreIntoTheRows) {
 // Depthwise on a batch whose input is past 8 L2s, where the new input rows are fetched
 // ahead of each output row: NCHW8 (strides 1 and 2, 1 and 2 threads; at stride 1 on 2
 // threads the threads split rows, at stride 2 channel blocks) and NHWC in place (per
-// segment of columns: channel pairs at 48 channels, a tail window at 44, strides 1 and 2,
-// 1 and 2 threads), padding, sampled outputs against the double reference.
+// segment of columns, where each thread's share is past 8 L2s: channel pairs at 48
+// channels, a tail window at 44, strides 1 and 2, 1 and 2 threads), padding, sampled
+// outputs against the double reference.
 TEST(Conv, DepthwiseFetchesRowsAhead) {
   struct Case {
     gk_layout layout;
@@ -382,32 +388,22 @@ TEST(Conv, DepthwiseFetchesRowsAhead) {
   int i = 0;
   for (const Case& t : cases) {
     const int64_t image_bytes = t.channels * 64 * 64 * 4;
+    const int64_t sharing = t.layout == GK_LAYOUT_NHWC ? t.threads : 1;
     gk_conv_desc d;
     gk_conv_desc_init(&d);
-    d.batch = 8 * gk::caches().l2 / image_bytes + 1, d.in_channels = d.out_channels = d.groups = t.channels;
+    d.batch = 8 * gk::caches().l2 * sharing / image_bytes + 1;
+    d.in_channels = d.out_channels = d.groups = t.channels;
     d.in_height = d.in_width = 64, d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = t.stride;
     d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = 1;
     d.layout = t.layout, d.activation = gk_activation(1 + i % 2);
-    SCOPED_TRACE(gktest::describe(d));
-    gk_set_num_threads(t.threads);
     if (t.layout == GK_LAYOUT_NCHW8) {
       const int64_t out_side = (64 - 1) / t.stride + 1;
       EXPECT_EQ(gk::conv::depthwise_nchw8_bands(out_side, out_side, t.threads) > 1, t.stride == 1 && t.threads == 2);
     }
-    // Through the public API, on a 64-byte aligned output (NHWC pairs run there).
-    const ConvCase c = gktest::make_conv_case(d, true, 2800 + uint32_t(i));
-    gk_conv_plan* plan = nullptr;
-    ASSERT_EQ(gk_conv_plan_create(&d, c.w.data(), c.bias.data(), GK_CONV_ALGO_DEPTHWISE, &plan), GK_OK)
-        << gk_last_error();
-    const int64_t out_floats = gk_tensor_size(d.layout, d.batch, d.out_channels, c.oh, c.ow);
-    gktest::check_conv_run(c, "depthwise", [&](const float* in, float* out) {
-      gktest::run_on_aligned_output(in, out, out_floats, [&](const float* x, float* y) {
-        EXPECT_EQ(gk_conv_run(plan, x, y), GK_OK) << gk_last_error();
-      });
-    }, 4000);
-    gk_conv_plan_destroy(plan);
-    gk_set_num_threads(0);
+    const uint32_t seed = t.layout == GK_LAYOUT_NCHW8 ? 2800 + uint32_t(i) : 2850 + uint32_t(i);
+    check_depthwise(d, true, seed, t.threads, "depthwise fetching rows ahead", PairsOutput::Aligned, 4000);
     ++i;
+    if (HasFailure()) return;
   }
 }
 

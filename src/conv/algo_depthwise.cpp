@@ -73,8 +73,7 @@ struct DwGeometry {
   // outside the row left out at compile time (edge_row_block).
   bool edge_row;
   int64_t band;            // output rows per band (NCHW staging and unstaging)
-  // NCHW8 and NHWC in place: output rows ahead whose new input rows are fetched.
-  int64_t fetch_ahead = 0;
+  int64_t fetch_ahead = 0;  // NCHW8 in place: output rows ahead whose new input rows are fetched
   // Input rows [first, first + count) that output rows [oh0, oh0 + rows) read.
   int64_t first_row(int64_t oh0) const { return std::max<int64_t>(0, oh0 * sh - pad_top); }
   int64_t row_count(int64_t oh0, int64_t rows) const {
@@ -435,6 +434,7 @@ struct NhwcGroup {
   const float* pair_w = nullptr;
   const float* pair_bias = nullptr;
   int64_t segment_columns;  // output columns per segment of the in-place blocks
+  int64_t fetch_ahead;      // output rows ahead whose new input rows are fetched (0: none)
   int64_t ring_floats() const { return ring_rows * padded_width * kLanes; }  // per block
 };
 
@@ -495,20 +495,21 @@ GK_INLINE void set_in_place_rows(const DwGeometry& g, const NhwcGroup& ng, int64
   }
 }
 
-// The input rows that output row y + g.fetch_ahead reads and the row before it does not,
+// The input rows that output row y + ng.fetch_ahead reads and the row before it does not,
 // over the columns that output columns [x0, x1) read: every channel of their pixels (with
-// multiplier 1 a group is every block).
+// multiplier 1 a group is every block), each cache line they touch.
 GK_INLINE void fetch_segment_ahead(const DwGeometry& g, const NhwcGroup& ng, int64_t y, int64_t x0, int64_t x1) {
-  const int64_t ahead = y + g.fetch_ahead;
-  if (ahead >= g.oh) return;
-  const int64_t last = ahead * g.sh - g.pad_top + (g.kh - 1) * g.dh;  // its last input row
-  const int64_t first = last - std::min(g.sh, (g.kh - 1) * g.dh + 1) + 1;
+  const int64_t ahead = y + ng.fetch_ahead;
   const int64_t c0 = std::max<int64_t>(0, x0 * g.sw - g.pad_left);
   const int64_t c1 = std::min(g.iw, (x1 - 1) * g.sw - g.pad_left + (g.kw - 1) * g.dw + 1);
-  const int64_t bytes = (c1 - c0) * ng.in_px * 4;
+  if (ahead >= g.oh || c1 <= c0) return;  // past the last row, or columns all in the padding
+  const int64_t last = ahead * g.sh - g.pad_top + (g.kh - 1) * g.dh;  // its last input row
+  const int64_t first = last - std::min(g.sh, (g.kh - 1) * g.dh + 1) + 1;
   for (int64_t iy = std::max<int64_t>(first, 0); iy <= std::min(last, g.ih - 1); ++iy) {
-    const char* row = reinterpret_cast<const char*>(ng.in + (iy * g.iw + c0) * ng.in_px);
-    for (int64_t q = 0; q < bytes; q += 64) __builtin_prefetch(row + q);
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(ng.in + (iy * g.iw + c0) * ng.in_px);
+    const uintptr_t hi = reinterpret_cast<uintptr_t>(ng.in + (iy * g.iw + c1) * ng.in_px);
+    for (uintptr_t line = lo & ~uintptr_t(63); line < hi; line += 64)
+      __builtin_prefetch(reinterpret_cast<const void*>(line));
   }
 }
 
@@ -536,7 +537,7 @@ GK_INLINE void compute_in_place_row(const DwGeometry& g, const NhwcGroup& ng, in
     const bool segment_full =
         count == kMaxPieces || (count && pieces.x - xs[0] >= ng.segment_columns);
     if (!segment_full && (more || !count)) continue;
-    if (g.fetch_ahead) fetch_segment_ahead(g, ng, y, xs[0], pieces.x);
+    if (ng.fetch_ahead) fetch_segment_ahead(g, ng, y, xs[0], pieces.x);
     int64_t k = 0;
     if (kWide > kLanes && ng.pair_w)
       for (; k + 2 <= ng.in_place_blocks; k += 2) {
@@ -712,14 +713,8 @@ class DepthwiseConv final : public Prepared {
     // 0.15-0.21 / 0.10, 96 at 112x112 stride 2 0.31-0.33 / 0.21-0.24 (2 threads 0.135 /
     // 0.092), 144 at 56x56 0.11-0.13 either way. On images that stay in L3 they cost up to
     // 10% (144 channels at 56x56, batch 1), hence only on batches past 8 L2s of input.
-    // NHWC in place the same, per segment of columns (fetch_segment_ahead), us per image at
-    // batch 8, without / with, 1 thread: 144 channels at 56x56 210-214 / 155, stride 2
-    // 84-87 / 73-75, 96 at 112x112 stride 2 332-349 / 309-349, 32 at 112x112 the same
-    // (131-144); 2 threads: 96 at 112x112 stride 2 152 / 122, but 144 at 56x56 stride 2 23 /
-    // 30 and 32 at 112x112 64 / 67. Into L2 only (prefetcht1, t2) gained less.
     const int64_t input_bytes = 4 * s.d.batch * s.d.in_channels * s.d.in_height * s.d.in_width;
-    if ((s.d.layout == GK_LAYOUT_NCHW8 || s.d.layout == GK_LAYOUT_NHWC) && g_.multiplier == 1 && s.d.batch > 1 &&
-        input_bytes > 8 * caches().l2)
+    if (s.d.layout == GK_LAYOUT_NCHW8 && g_.multiplier == 1 && s.d.batch > 1 && input_bytes > 8 * caches().l2)
       g_.fetch_ahead = 2;
     const int64_t oc = s.d.out_channels, taps = g_.kh * g_.kw;
     blocks_ = (oc + kLanes - 1) / kLanes;
@@ -827,6 +822,7 @@ class DepthwiseConv final : public Prepared {
       ng.pad_left = g_.pad_left, ng.padded_width = nhwc_.iw;
       ng.ring_rows = ring_rows(), ng.taps = g_.kh * g_.kw;
       ng.segment_columns = segment_columns(group, threads);
+      ng.fetch_ahead = fetch_ahead_nhwc(threads);
 
       ng.ring = block, ng.out_row = block + group_ * ng.ring_floats();
       ng.row_ptrs = reinterpret_cast<const float**>(ng.out_row + g_.ow * kLanes);
@@ -894,6 +890,19 @@ class DepthwiseConv final : public Prepared {
     if (image_bytes / sharing > caches().l2) return 8;
     const int64_t column_bytes = ring_rows() * g_.sw * std::min(d.in_channels, group * kLanes) * 4;
     return std::max<int64_t>(8, caches().l2 / 2 / column_bytes / 8 * 8);
+  }
+  // NHWC in place: output rows ahead whose new input rows each segment fetches
+  // (fetch_segment_ahead), on batches where each thread's share of the input is past 8
+  // L2s, as NCHW8's. Zen 5, batch 8, ms per image, without / with: 1 thread, 144 channels
+  // at 56x56 0.210-0.214 / 0.155, stride 2 0.084-0.087 / 0.073-0.075, 96 at 112x112
+  // stride 2 0.33-0.35 / 0.31-0.35, 32 at 112x112 the same (0.13-0.14); 2 threads, 96 at
+  // 112x112 stride 2 (19 MB a thread) 0.152 / 0.122, but where a thread's share is 6-7 MB
+  // they lost: 144 at 56x56 0.073 / 0.075, stride 2 0.023 / 0.030, 32 at 112x112 0.064 /
+  // 0.067. Into L2 only (prefetcht1, t2) gained less.
+  int64_t fetch_ahead_nhwc(int threads) const {
+    const gk_conv_desc& d = s_.d;
+    const int64_t input_bytes = 4 * d.batch * d.in_channels * d.in_height * d.in_width;
+    return g_.multiplier == 1 && d.batch > 1 && input_bytes / threads > 8 * caches().l2 ? 2 : 0;
   }
   // The rows one output row reads (at most 16: compute_row's pointers).
   int64_t ring_rows() const { return (g_.kh - 1) * g_.dh + 1; }
