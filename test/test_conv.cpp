@@ -471,6 +471,31 @@ TEST(Conv, DepthwiseOnNhwcChannelPairs) {
   }
 }
 
+// Depthwise NHWC pairs two at a time (32 channels side by side: column_block's CV == 2
+// on AVX-512 CPUs; elsewhere the same cases run 8 lanes): every output width from 1 to 19,
+// so that each block of 4 to 8 columns runs two vectors wide and the narrower ones, border
+// columns and edge rows a vector at a time; 3x3 at strides 1 and 2 and 5x5, by turns, on
+// 32 channels (one pair of pairs), 64 (two) and 80 (two, then a single pair), batch 1
+// and 2, every activation, with and without bias.
+TEST(Conv, DepthwiseOnNhwcTwoPairsAtATime) {
+  const int64_t channels[] = {32, 64, 80};
+  int i = 0;
+  for (int64_t ow = 1; ow <= 19; ++ow)
+    for (int64_t variant = 0; variant < 3; ++variant) {
+      const int64_t k = variant == 2 ? 5 : 3, stride = variant == 1 ? 2 : 1, pad = k / 2;
+      gk_conv_desc d;
+      gk_conv_desc_init(&d);
+      d.batch = 1 + i % 2, d.in_channels = d.out_channels = d.groups = channels[(ow + variant) % 3];
+      d.in_height = 4 + i % 3, d.in_width = (ow - 1) * stride + k - 2 * pad, d.kernel_h = d.kernel_w = k;
+      d.stride_h = d.stride_w = stride;
+      d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = pad;
+      d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
+      check_depthwise(d, i % 2 == 0, uint32_t(3100 + i), 1, "depthwise NHWC two pairs at a time");
+      ++i;
+      if (HasFailure()) return;
+    }
+}
+
 // Depthwise 3x3 at stride 1 with padding 1 on rows of 1 to 8 columns as wide as the input
 // (edge rows: each row one block of its columns, the loads outside it left out) in NCHW,
 // NHWC in place (in pairs, 8 lanes, a tail window) and NCHW8 (in place, no zero-padded

@@ -497,8 +497,9 @@ TEST(ConvResidual, DepthwiseNchw8RowBands) {
 }
 
 // Depthwise NHWC whole blocks in pairs (16 lanes on AVX-512 CPUs, on 64-byte aligned
-// tensors) adding to the output: 16 and 48 channels, strides 1 and 2, outputs 3, 13 and
-// 45 wide, 6 and 30 rows (the 48-channel rows on 2 threads).
+// tensors) adding to the output: 16 channels (a pair) and 48 (two pairs at a time, then
+// one), strides 1 and 2, outputs 3, 13 and 45 wide, 6 and 30 rows (the 48-channel rows
+// on 2 threads).
 TEST(ConvResidual, DepthwiseNhwcChannelPairs) {
   int turn = 0;
   for (int64_t c : {16, 48})

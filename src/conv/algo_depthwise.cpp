@@ -105,6 +105,15 @@ constexpr int64_t kPaddedCopyMaxWidth = 8;
 // again per band.
 constexpr int64_t kNhwcBandRows = 16;
 
+// In place, a batch whose input is past what the caches keep between runs (8 L2s for each
+// of `threads`) fetches its new input rows this many output rows ahead (DepthwiseConv's
+// constructor and fetch_ahead_nhwc say why and where).
+constexpr int64_t kFetchAheadRows = 2;
+bool fetches_rows_ahead(const gk_conv_desc& d, int threads) {
+  const int64_t input_bytes = 4 * d.batch * d.in_channels * d.in_height * d.in_width;
+  return d.batch > 1 && input_bytes / threads > 8 * caches().l2;
+}
+
 // The geometry of a channel block copied with its padding made explicit zeros: (pad_top +
 // ih + pad_bottom) x (pad_left + iw + pad_right), no padding, every column inner.
 DwGeometry zero_padded(const DwGeometry& g, int64_t pad_bottom, int64_t pad_right) {
@@ -189,33 +198,43 @@ GK_INLINE void border_column(const DwGeometry& g, const float* const* rows, cons
 // the same order as by tap. r: the row at the block's first tap column; wrow: its weights.
 // Edges: the first and last of the N - 1 + KW inputs lie outside the row (zeros, not
 // loaded).
-template <typename V, int KW, int N, bool Edges = false>
-GK_INLINE void accumulate_row_once(const float* r, const float* wrow, V (&a)[N], int64_t in_px) {
-  V wt[KW];
+template <typename V, int KW, int N, bool Edges = false, int CV = 1>
+GK_INLINE void accumulate_row_once(const float* r, const float* wrow, int64_t w_step, V (&a)[CV][N], int64_t in_px) {
+  constexpr int64_t L = kVecLanes<V>;
+  V wt[CV][KW];
 #pragma GCC unroll 8
-  for (int j = 0; j < KW; ++j) wt[j] = load_vec<V>(wrow + j * kVecLanes<V>);
+  for (int c = 0; c < CV; ++c)
+#pragma GCC unroll 8
+    for (int j = 0; j < KW; ++j) wt[c][j] = load_vec<V>(wrow + c * w_step + j * L);
 #pragma GCC unroll 64
   for (int q = 0; q < N - 1 + KW; ++q) {
     if (Edges && (q == 0 || q == N - 2 + KW)) continue;
-    const V v = load_vec<V>(r + q * in_px);
 #pragma GCC unroll 8
-    for (int j = 0; j < KW; ++j)
-      if (q - j >= 0 && q - j < N) a[q - j] += v * wt[j];
+    for (int c = 0; c < CV; ++c) {
+      const V v = load_vec<V>(r + q * in_px + c * L);
+#pragma GCC unroll 8
+      for (int j = 0; j < KW; ++j)
+        if (q - j >= 0 && q - j < N) a[c][q - j] += v * wt[c][j];
+    }
   }
 }
 
 // One kernel row of N output columns, tap by tap, each input vector an FMA's memory
 // operand (at stride 2 this beat loading each once: 96 channels 112x112 0.119 vs 0.126 ms).
-template <typename V, int SW, int N>
+template <typename V, int SW, int N, int CV = 1>
 GK_INLINE void accumulate_row_by_tap(const DwGeometry& g, int64_t kw, const float* r, const float* wrow,
-                                     V (&a)[N], int64_t in_px) {
+                                     int64_t w_step, V (&a)[CV][N], int64_t in_px) {
+  constexpr int64_t L = kVecLanes<V>;
   const int64_t step = (SW ? SW : g.sw) * in_px, tap_step = (SW ? 1 : g.dw) * in_px;
 #pragma GCC unroll 8
   for (int64_t j = 0; j < kw; ++j) {
     const float* p = r + j * tap_step;
-    const V wt = load_vec<V>(wrow + j * kVecLanes<V>);
 #pragma GCC unroll 8
-    for (int n = 0; n < N; ++n) a[n] += load_vec<V>(p + n * step) * wt;
+    for (int c = 0; c < CV; ++c) {
+      const V wt = load_vec<V>(wrow + c * w_step + j * L);
+#pragma GCC unroll 8
+      for (int n = 0; n < N; ++n) a[c][n] += load_vec<V>(p + n * step + c * L) * wt;
+    }
   }
 }
 
@@ -226,15 +245,24 @@ GK_INLINE void accumulate_row_by_tap(const DwGeometry& g, int64_t kw, const floa
 // immediate (a run-time stride cost a chain of address additions per load: 12% of the
 // time on MobileNetV2's stride-2 layers); 0: stride and dilation from g.
 // Edges: the block is a whole edge row (DwGeometry::edge_row; x == 0, N == ow).
-template <typename V, int KH, int KW, int SW, int N, bool Edges = false>
-GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const float* w, V bias,
-                            Finish f, int64_t x, float* out, int64_t out_px, int64_t in_px) {
+// CV: channel vectors side by side (NHWC's in-place pairs two at a time: 32 channels, each
+// pixel's two 64-byte lines), vector c reading c * L floats into each pixel, its weights
+// w_step floats after vector c - 1's, its bias biases[c]; 2N accumulators in AVX-512's 32
+// registers. Zen 5, 1 thread, us, one pair / two pairs at a time: 32 channels at 112x112
+// 111 / 104, 144 at 56x56 137 / 121, 192 at 28x28 stride 2 12.5 / 10.8, 960 at 7x7 11.8 /
+// 11.6, 96 at 112x112 stride 2 the same; MobileNetV2's NHWC depthwise layers 0.685 /
+// 0.645 ms (oneDNN 0.55).
+template <typename V, int KH, int KW, int SW, int N, bool Edges = false, int CV = 1>
+GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const float* w, const V (&biases)[CV],
+                            int64_t w_step, Finish f, int64_t x, float* out, int64_t out_px, int64_t in_px) {
   static_assert(!Edges || (KW == 3 && SW == 1), "edge rows: 3-wide taps at stride 1");
   const int64_t kh = KH ? KH : g.kh, kw = KW ? KW : g.kw, sw = SW ? SW : g.sw;
   constexpr int64_t L = kVecLanes<V>;
-  V a[N];
+  V a[CV][N];
 #pragma GCC unroll 8
-  for (int n = 0; n < N; ++n) a[n] = bias;
+  for (int c = 0; c < CV; ++c)
+#pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) a[c][n] = biases[c];
   for (int64_t i = 0; i < kh; ++i) {
     if (!rows[i]) continue;
     // An edge row's r is a pixel before the row (never read there), formed as an address:
@@ -242,13 +270,23 @@ GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const
     const float* r = Edges ? reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(rows[i]) - in_px * sizeof(float))
                            : rows[i] + (x * sw - g.pad_left) * in_px;
     if constexpr (KW != 0 && SW == 1) {
-      accumulate_row_once<V, KW, N, Edges>(r, w + i * KW * L, a, in_px);
+      accumulate_row_once<V, KW, N, Edges, CV>(r, w + i * KW * L, w_step, a, in_px);
     } else {
-      accumulate_row_by_tap<V, SW, N>(g, kw, r, w + i * kw * L, a, in_px);
+      accumulate_row_by_tap<V, SW, N, CV>(g, kw, r, w + i * kw * L, w_step, a, in_px);
     }
   }
 #pragma GCC unroll 8
-  for (int n = 0; n < N; ++n) finish_vec(out + (x + n) * out_px, a[n], f);
+  for (int c = 0; c < CV; ++c)
+#pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) finish_vec(out + (x + n) * out_px + c * L, a[c][n], f);
+}
+
+// One channel vector's block (bias the vector's).
+template <typename V, int KH, int KW, int SW, int N, bool Edges = false>
+GK_INLINE void column_block(const DwGeometry& g, const float* const* rows, const float* w, V bias,
+                            Finish f, int64_t x, float* out, int64_t out_px, int64_t in_px) {
+  const V biases[1] = {bias};
+  column_block<V, KH, KW, SW, N, Edges, 1>(g, rows, w, biases, 0, f, x, out, out_px, in_px);
 }
 
 // Output columns [x, x + n), n <= 7, as one block of exactly n columns (n == 0: none).
@@ -321,6 +359,30 @@ GK_INLINE void compute_piece(const DwGeometry& g, const float* const* rows, cons
   } else {
     column_remainder<V, KH, KW, SW>(g, rows, w, bias, f, x, n, out, out_px, in_px);
   }
+}
+
+// compute_piece over two channel vectors side by side (column_block's CV == 2): blocks
+// of 4 to 8 columns at once, narrower ones (1..3 columns, border columns and edge rows)
+// a vector at a time. w1: the second vector's weights, bias1 its bias.
+template <typename V, int KH, int KW, int SW>
+GK_INLINE void compute_piece_2v(const DwGeometry& g, const float* const* rows, const float* w, const float* w1,
+                                V bias, V bias1, Finish f, int64_t x, int64_t n, float* out, int64_t out_px,
+                                int64_t in_px) {
+  constexpr int64_t L = kVecLanes<V>;
+  const V biases[2] = {bias, bias1};
+  const int64_t w_step = w1 - w;
+  switch (n) {
+    case 8: return column_block<V, KH, KW, SW, 8, false, 2>(g, rows, w, biases, w_step, f, x, out, out_px, in_px);
+    case 7: return column_block<V, KH, KW, SW, 7, false, 2>(g, rows, w, biases, w_step, f, x, out, out_px, in_px);
+    case 6: return column_block<V, KH, KW, SW, 6, false, 2>(g, rows, w, biases, w_step, f, x, out, out_px, in_px);
+    case 5: return column_block<V, KH, KW, SW, 5, false, 2>(g, rows, w, biases, w_step, f, x, out, out_px, in_px);
+    case 4: return column_block<V, KH, KW, SW, 4, false, 2>(g, rows, w, biases, w_step, f, x, out, out_px, in_px);
+    default: break;
+  }
+  const float* rows1[16];  // the second vector's (ring_rows: at most 16)
+  for (int64_t i = 0; i < (KH ? KH : g.kh); ++i) rows1[i] = rows[i] ? rows[i] + L : nullptr;
+  compute_piece<V, KH, KW, SW>(g, rows, w, bias, f, x, n, out, out_px, in_px);
+  compute_piece<V, KH, KW, SW>(g, rows1, w1, bias1, f, x, n, out + L, out_px, in_px);
 }
 
 // One output row, [column][8], from the interleaved input rows its taps read (rows[i] for
@@ -518,8 +580,8 @@ GK_INLINE void fetch_segment_ahead(const DwGeometry& g, const NhwcGroup& ng, int
 // block (or pair) reads its 32 (64) bytes of every pixel, so each cache line comes from L3 or memory
 // once, not once per group of blocks (groups of 2-8 blocks over bands of 16 rows ran
 // 1.4-2x their NCHW8 time on MobileNetV2's 56x56 and 112x112 layers). Wide: v16 in the
-// AVX-512 functions, which run the whole blocks two at a time (16 channels: each pixel's
-// load a whole 64-byte line), else v8.
+// AVX-512 functions, which run the whole blocks in pairs (16 channels: each pixel's load
+// a whole 64-byte line), two pairs at a time where there are two, else v8.
 template <typename Wide, int KH, int KW, int SW>
 GK_INLINE void compute_in_place_row(const DwGeometry& g, const NhwcGroup& ng, int64_t y, const float* w,
                                     const float* bias, Finish f) {
@@ -539,15 +601,25 @@ GK_INLINE void compute_in_place_row(const DwGeometry& g, const NhwcGroup& ng, in
     if (!segment_full && (more || !count)) continue;
     if (ng.fetch_ahead) fetch_segment_ahead(g, ng, y, xs[0], pieces.x);
     int64_t k = 0;
-    if (kWide > kLanes && ng.pair_w)
-      for (; k + 2 <= ng.in_place_blocks; k += 2) {
+    if constexpr (kWide > kLanes) {
+      // The pairs two at a time (column_block's CV == 2), then the one left.
+      for (; ng.pair_w && k + 2 <= ng.in_place_blocks; k += 2) {
         const int64_t o = (ng.b0 + k) * kLanes;
         set_in_place_rows(g, ng, top, o);
         const float* wk = ng.pair_w + k / 2 * ng.taps * kWide;
         const Wide bk = load_vec<Wide>(ng.pair_bias + k / 2 * kWide);
-        for (int64_t p = 0; p < count; ++p)
-          compute_piece<Wide, KH, KW, SW>(g, ptrs, wk, bk, f, xs[p], ns[p], out_row + o, ng.out_px, ng.in_px);
+        if (k + 4 <= ng.in_place_blocks) {
+          const Wide bk1 = load_vec<Wide>(ng.pair_bias + (k / 2 + 1) * kWide);
+          for (int64_t p = 0; p < count; ++p)
+            compute_piece_2v<Wide, KH, KW, SW>(g, ptrs, wk, wk + ng.taps * kWide, bk, bk1, f, xs[p], ns[p],
+                                               out_row + o, ng.out_px, ng.in_px);
+          k += 2;
+        } else {
+          for (int64_t p = 0; p < count; ++p)
+            compute_piece<Wide, KH, KW, SW>(g, ptrs, wk, bk, f, xs[p], ns[p], out_row + o, ng.out_px, ng.in_px);
+        }
       }
+    }
     for (; k < ng.in_place_blocks; ++k) {
       const int64_t o = (ng.b0 + k) * kLanes;
       set_in_place_rows(g, ng, top, o);
@@ -713,9 +785,8 @@ class DepthwiseConv final : public Prepared {
     // 0.15-0.21 / 0.10, 96 at 112x112 stride 2 0.31-0.33 / 0.21-0.24 (2 threads 0.135 /
     // 0.092), 144 at 56x56 0.11-0.13 either way. On images that stay in L3 they cost up to
     // 10% (144 channels at 56x56, batch 1), hence only on batches past 8 L2s of input.
-    const int64_t input_bytes = 4 * s.d.batch * s.d.in_channels * s.d.in_height * s.d.in_width;
-    if (s.d.layout == GK_LAYOUT_NCHW8 && g_.multiplier == 1 && s.d.batch > 1 && input_bytes > 8 * caches().l2)
-      g_.fetch_ahead = 2;
+    if (s.d.layout == GK_LAYOUT_NCHW8 && g_.multiplier == 1 && fetches_rows_ahead(s.d, 1))
+      g_.fetch_ahead = kFetchAheadRows;
     const int64_t oc = s.d.out_channels, taps = g_.kh * g_.kw;
     blocks_ = (oc + kLanes - 1) / kLanes;
     // Weights [block][tap][lane] and bias [block][lane], zero past the last channel.
@@ -900,9 +971,7 @@ class DepthwiseConv final : public Prepared {
   // they lost: 144 at 56x56 0.073 / 0.075, stride 2 0.023 / 0.030, 32 at 112x112 0.064 /
   // 0.067. Into L2 only (prefetcht1, t2) gained less.
   int64_t fetch_ahead_nhwc(int threads) const {
-    const gk_conv_desc& d = s_.d;
-    const int64_t input_bytes = 4 * d.batch * d.in_channels * d.in_height * d.in_width;
-    return g_.multiplier == 1 && d.batch > 1 && input_bytes / threads > 8 * caches().l2 ? 2 : 0;
+    return g_.multiplier == 1 && fetches_rows_ahead(s_.d, threads) ? kFetchAheadRows : 0;
   }
   // The rows one output row reads (at most 16: compute_row's pointers).
   int64_t ring_rows() const { return (g_.kh - 1) * g_.dh + 1; }
