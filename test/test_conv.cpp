@@ -18,15 +18,15 @@ using gktest::ConvCase;
 // counts covered.
 enum class PairsOutput { Aligned, AsGiven };
 
-// Checks the depthwise algorithm (its default vectorization) on `d` against the double
-// reference (every output, or `samples` of them), on `threads` threads.
+// Checks the depthwise algorithm (Fast-Run's `tuning`, 0: its default) on `d` against the
+// double reference (every output, or `samples` of them), on `threads` threads.
 void check_depthwise(const gk_conv_desc& d, bool with_bias, uint32_t seed, int threads, const std::string& name,
-                     PairsOutput pairs = PairsOutput::Aligned, int64_t samples = 0) {
+                     PairsOutput pairs = PairsOutput::Aligned, int64_t samples = 0, int64_t tuning = 0) {
   gk::conv::Shape shape;
   ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
   const ConvCase c = gktest::make_conv_case(d, with_bias, seed);
   const auto prepared =
-      gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(), with_bias ? c.bias.data() : nullptr, 0);
+      gk::conv::depthwise_algorithm()->prepare(shape, c.w.data(), with_bias ? c.bias.data() : nullptr, tuning);
   ASSERT_TRUE(prepared);
   if (d.layout == GK_LAYOUT_NHWC) {
     EXPECT_TRUE(prepared->native_layout(GK_LAYOUT_NHWC));  // no NCHW copies
@@ -539,9 +539,10 @@ TEST(Conv, DepthwiseEdgeRows) {
 }
 
 // NHWC depthwise on images whose input and output are past L2, at stride 1 even shared by
-// 2 threads: the in-place blocks run rows in segments of 8 columns (segment_columns).
-// Channel pairs (48, aligned), single blocks (40) and a partial last block (44); 3x3 at
-// strides 2 (1 thread) and 1, 5x5 at stride 1 (2 threads); against the double reference.
+// 2 threads: the in-place blocks run rows in segments of 8 columns (segment_columns), or
+// with Fast-Run's tuning 3 in long ones. Channel pairs (48, aligned), single blocks (40)
+// and a partial last block (44); 3x3 at strides 2 (1 thread) and 1, 5x5 at stride 1 (2
+// threads); against the double reference.
 TEST(Conv, DepthwiseOnNhwcImagesPastL2) {
   struct Case {
     int64_t channels, k, stride;
@@ -557,7 +558,9 @@ TEST(Conv, DepthwiseOnNhwcImagesPastL2) {
     d.stride_h = d.stride_w = t.stride;
     d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = t.k / 2;
     d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
-    check_depthwise(d, i % 2 == 0, uint32_t(2700 + i), 1 + i % 2, "depthwise NHWC past L2");
+    for (int64_t tuning : {0, 3})
+      check_depthwise(d, i % 2 == 0, uint32_t(2700 + i), 1 + i % 2,
+                      "depthwise NHWC past L2, tuning " + std::to_string(tuning), PairsOutput::Aligned, 0, tuning);
     ++i;
     if (HasFailure()) return;
   }

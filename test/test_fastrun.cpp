@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/runtime.h"
 #include "conv/fastrun.h"
 #include "conv_test_util.h"
 
@@ -354,4 +356,27 @@ TEST_F(FastRun, Im2colTileTunedAndTheNchw8EngineTimedBeside) {
     const bool engine = gktest::engine_runs_layout(d) && gk::pointwise_kernel().pointwise[0].fn != nullptr;
     EXPECT_EQ(count(names, "pointwise_nchw8"), engine ? 1 : 0) << layout;
   }
+}
+
+// NHWC depthwise in place: rows in long segments (tuning 3) are a candidate where the image
+// is past L2, where the default runs 8-column segments, and not where it fits; the plan
+// Fast-Run picks with it computes correctly.
+TEST_F(FastRun, DepthwiseNhwcLongSegmentsTunedPastL2) {
+  auto depthwise = [](int64_t side) {
+    gk_conv_desc d = layer();
+    d.in_channels = d.out_channels = d.groups = 32, d.in_height = d.in_width = side;
+    d.layout = GK_LAYOUT_NHWC;
+    return d;
+  };
+  const std::string tuned = "depthwise:vectorize=3";
+  // 32 channels in and out: 256 bytes a pixel.
+  const int64_t past = int64_t(std::sqrt(double(gk::caches().l2) / 256.0)) + 4;
+  const std::vector<std::string> small = candidate_names(depthwise(8)), large = candidate_names(depthwise(past));
+  EXPECT_EQ(std::count(small.begin(), small.end(), tuned), 0);
+  ASSERT_EQ(std::count(large.begin(), large.end(), tuned), 1);
+  const gktest::ConvCase c = gktest::make_conv_case(depthwise(past), true, 6);
+  FakeClock clock;
+  clock.durations[tuned] = 1e-7;
+  clock.install();
+  EXPECT_EQ(gktest::check_conv(c, GK_CONV_ALGO_FASTRUN, 0, 0), tuned);
 }

@@ -105,6 +105,13 @@ constexpr int64_t kPaddedCopyMaxWidth = 8;
 // again per band.
 constexpr int64_t kNhwcBandRows = 16;
 
+// Whether an image's NHWC input and output, shared by `sharing` threads, are past L2 (the
+// in-place rows' segments then differ: DepthwiseConv::segment_columns).
+bool image_past_l2(const Shape& s, int64_t sharing) {
+  const int64_t image_bytes = (s.d.in_height * s.d.in_width * s.d.in_channels + s.oh * s.ow * s.d.out_channels) * 4;
+  return image_bytes / sharing > caches().l2;
+}
+
 // In place, a batch whose input is past what the caches keep between runs (8 L2s for each
 // of `threads`) fetches its new input rows this many output rows ahead (DepthwiseConv's
 // constructor and fetch_ahead_nhwc say why and where).
@@ -777,7 +784,10 @@ BlockFn pick_block_fn(const DwGeometry& g, bool wide) {
 
 class DepthwiseConv final : public Prepared {
  public:
-  DepthwiseConv(const Shape& s, const float* weights, const float* bias) : s_(s), g_(make_geometry(s)) {
+  // long_segments: NHWC in place, rows in L2-sized segments even where the image is past
+  // L2 (segment_columns).
+  DepthwiseConv(const Shape& s, const float* weights, const float* bias, bool long_segments)
+      : s_(s), g_(make_geometry(s)), long_segments_(long_segments) {
     // NCHW8 in place with a batch whose input is past what the caches keep between runs:
     // its new input rows fetched two output rows ahead. The planes stream by rows, which
     // the hardware prefetchers follow, but not far enough ahead from DRAM: MobileNetV2 at
@@ -949,16 +959,18 @@ class DepthwiseConv final : public Prepared {
   // group's channels, in half of L2 (whole rows on the five networks); at least one block
   // of 8 columns. Segments sized for L1d ran slower (Zen 4, MobileNetV2's 144 channels at
   // 56x56, best of 6: 0.20 ms at 8 columns, 0.18 in 16 KiB, 0.17 whole rows). But where a
-  // thread's share of the image's input and output is past L2, 8 columns: Xeon model 207,
-  // us, 8 columns / whole rows, 1 thread: 32 channels at 112x112 118 / 160, 96 at 112x112
-  // stride 2 201 / 281, 64 at 112x112 243 / 369, 96 at 56x56 83 / 97, but 144 at 56x56
-  // 157 / 149; 2 threads, where the share is past L2: 96 at 112x112 stride 2 88 / 139, 64
-  // at 112x112 119 / 183; where it is not: 32 at 112x112 50 / 47, 144 at 56x56 57 / 53.
+  // thread's share of the image's input and output is past L2 (image_past_l2), 8 columns,
+  // unless Fast-Run found long segments faster (long_segments_): the machines disagree.
+  // Xeon model 207, us, 8 columns / whole rows, 1 thread: 32 channels at 112x112 118 /
+  // 160, 96 at 112x112 stride 2 201 / 281, 64 at 112x112 243 / 369, 96 at 56x56 83 / 97,
+  // but 144 at 56x56 157 / 149; 2 threads, where the share is past L2: 96 at 112x112
+  // stride 2 88 / 139, 64 at 112x112 119 / 183; where it is not: 32 at 112x112 50 / 47,
+  // 144 at 56x56 57 / 53. Zen 5, 1 thread, the other way: 32 at 112x112 99 / 91, 96 at
+  // 112x112 stride 2 127 / 114, 144 at 56x56 117 / 113, at stride 2 45 / 43.
   int64_t segment_columns(int64_t group, int threads) const {
     const gk_conv_desc& d = s_.d;
-    const int64_t image_bytes = (g_.ih * g_.iw * d.in_channels + g_.oh * g_.ow * d.out_channels) * 4;
     const int64_t sharing = std::max<int64_t>(1, threads / std::max<int64_t>(1, d.batch));
-    if (image_bytes / sharing > caches().l2) return 8;
+    if (!long_segments_ && image_past_l2(s_, sharing)) return 8;
     const int64_t column_bytes = ring_rows() * g_.sw * std::min(d.in_channels, group * kLanes) * 4;
     return std::max<int64_t>(8, caches().l2 / 2 / column_bytes / 8 * 8);
   }
@@ -996,6 +1008,7 @@ class DepthwiseConv final : public Prepared {
   std::vector<float> w_, bias_;  // [block][tap][lane], [block][lane]
   std::vector<float> tail_w_, tail_bias_;  // NHWC's tail window (NhwcGroup::tail_w): [tap][lane], [lane]
   std::vector<float> pair_w_, pair_bias_;  // NHWC's blocks in pairs (NhwcGroup::pair_w)
+  bool long_segments_;
   BlockFn fn_;
 };
 
@@ -1118,8 +1131,9 @@ class DepthwiseRowsConv final : public Prepared {
   PlaneFn fn_;
 };
 
-// The two vectorizations, Fast-Run's tuning values.
-enum Vectorization : int64_t { kAcrossChannels = 1, kAlongRows = 2 };
+// The two vectorizations, Fast-Run's tuning values; 3: across channels, NHWC rows in long
+// segments (DepthwiseConv::segment_columns).
+enum Vectorization : int64_t { kAcrossChannels = 1, kAlongRows = 2, kAcrossChannelsLongSegments = 3 };
 
 // AUTO: across channels when the plan runs NCHW8 natively, or when the output rows are
 // narrow (kRowsMinWidth); along the rows otherwise.
@@ -1135,19 +1149,25 @@ class Depthwise final : public Algorithm {
   std::string unusable_reason(const Shape& s) const override {
     return s.depthwise() ? "" : "not channel-wise (groups != in_channels)";
   }
-  // 1: vectors across 8 channels; 2: along the output rows of one channel.
+  // 1: vectors across 8 channels; 2: along the output rows of one channel; 3: as 1, NHWC
+  // rows in long segments.
   const char* tuning_name() const override { return "vectorize"; }
-  // NHWC only across channels: along rows would convert the tensors to NCHW and back.
+  // NHWC only across channels (along rows would convert the tensors to NCHW and back), in
+  // long segments too where an image in place is past L2.
   std::vector<int64_t> tunings(const Shape& s) const override {
-    if (s.d.layout == GK_LAYOUT_NHWC) return {};
+    if (s.d.layout == GK_LAYOUT_NHWC) {
+      const bool in_place = s.ocg == 1 && s.d.in_channels >= kLanes;
+      if (in_place && image_past_l2(s, 1)) return {kAcrossChannelsLongSegments};
+      return {};
+    }
     return {default_vectorization(s) == kAcrossChannels ? kAlongRows : kAcrossChannels};
   }
   bool runs_nhwc(const Shape&) const override { return true; }
   std::unique_ptr<Prepared> prepare(const Shape& s, const float* w, const float* b, int64_t tuning) const override {
-    const Vectorization v = tuning == kAcrossChannels || tuning == kAlongRows ? Vectorization(tuning)
-                                                                               : default_vectorization(s);
+    const bool known = tuning == kAcrossChannels || tuning == kAlongRows || tuning == kAcrossChannelsLongSegments;
+    const Vectorization v = known ? Vectorization(tuning) : default_vectorization(s);
     if (v == kAlongRows) return std::unique_ptr<Prepared>(new DepthwiseRowsConv(s, w, b));
-    return std::unique_ptr<Prepared>(new DepthwiseConv(s, w, b));
+    return std::unique_ptr<Prepared>(new DepthwiseConv(s, w, b, v == kAcrossChannelsLongSegments));
   }
 };
 
