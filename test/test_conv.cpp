@@ -476,13 +476,15 @@ TEST(Conv, DepthwiseOnNhwcChannelPairs) {
 // so that each block of 4 to 8 columns runs two vectors wide and the narrower ones, border
 // columns and edge rows a vector at a time; 3x3 at strides 1 and 2 and 5x5, by turns, on
 // 32 channels (one pair of pairs), 64 (two) and 80 (two, then a single pair), batch 1
-// and 2, every activation, with and without bias.
+// and 2, every activation, with and without bias; and 17x17 (taller than 16 rows, the
+// second vector's row pointers as many) on 12 to 14 columns.
 TEST(Conv, DepthwiseOnNhwcTwoPairsAtATime) {
   const int64_t channels[] = {32, 64, 80};
   int i = 0;
   for (int64_t ow = 1; ow <= 19; ++ow)
-    for (int64_t variant = 0; variant < 3; ++variant) {
-      const int64_t k = variant == 2 ? 5 : 3, stride = variant == 1 ? 2 : 1, pad = k / 2;
+    for (int64_t variant = 0; variant < 4; ++variant) {
+      if (variant == 3 && (ow < 12 || ow > 14)) continue;
+      const int64_t k = variant == 3 ? 17 : variant == 2 ? 5 : 3, stride = variant == 1 ? 2 : 1, pad = k / 2;
       gk_conv_desc d;
       gk_conv_desc_init(&d);
       d.batch = 1 + i % 2, d.in_channels = d.out_channels = d.groups = channels[(ow + variant) % 3];

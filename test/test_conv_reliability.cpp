@@ -345,7 +345,8 @@ TEST(ConvReliabilityFuzz, MutatedFastRunCacheFiles) {
     // The good file: a non-default candidate per layer (the last other than AUTO's), and more entries.
     std::vector<std::string> pool{"winograd_f63", "winograd_f43", "winograd_f23", "depthwise", "gemm_1x1",
                                   "direct",       "im2col_gemm",  "im2col_gemm:tile=0", "im2col_gemm:tile=-1",
-                                  "winograd_f43:nr_tiles=99999999999999999999", "depthwise:vectorize=7", "x"};
+                                  "winograd_f43:nr_tiles=99999999999999999999", "depthwise:vectorize=7",
+                                  "depthwise:vectorize=3", "x"};
     std::string good = "gemmkit-fastrun 1\nmachine " + gk::conv::machine_key() + "\n";
     for (const CacheLayer& L : layers) {
       auto other_name = std::find_if(L.names.rbegin(), L.names.rend(), [&](const std::string& n) { return n != L.heuristic; });

@@ -105,6 +105,10 @@ constexpr int64_t kPaddedCopyMaxWidth = 8;
 // again per band.
 constexpr int64_t kNhwcBandRows = 16;
 
+// Whether NHWC reads the input rows in place (whole channel blocks, one output per input
+// channel), where no ring is staged.
+bool nhwc_in_place(const Shape& s) { return s.ocg == 1 && s.d.in_channels >= kLanes; }
+
 // Whether an image's NHWC input and output, shared by `sharing` threads, are past L2 (the
 // in-place rows' segments then differ: DepthwiseConv::segment_columns).
 bool image_past_l2(const Shape& s, int64_t sharing) {
@@ -199,7 +203,8 @@ GK_INLINE void border_column(const DwGeometry& g, const float* const* rows, cons
 
 // One kernel row of N output columns at stride 1, its width KW compiled in: each input
 // vector loaded once and multiplied into every accumulator whose taps read it (3 for
-// 3x3), the row's KW weights held in registers (N + KW + 1 live vectors, at most 14). Per
+// 3x3), the row's KW weights held in registers (CV (N + KW) + 1 live vectors: 12 for one
+// vector at 3x3, up to 27 for two at 5x5, of AVX-512's 32). Per
 // kernel row of 8 columns: 10 input and 3 weight loads, not 24 + 3, which made the layers
 // load-bound (32 channels 112x112 0.122 -> 0.090 ms). Each output's taps are summed in
 // the same order as by tap. r: the row at the block's first tap column; wrow: its weights.
@@ -245,7 +250,7 @@ GK_INLINE void accumulate_row_by_tap(const DwGeometry& g, int64_t kw, const floa
   }
 }
 
-// Output columns [x, x + N) whose taps all read inside the row: N independent
+// Output columns [x, x + N) whose taps all read inside the row: CV x N independent
 // accumulators (the loops over them unroll, so they live in registers), each kernel row
 // loading its inputs once (stride 1, width compiled in) or tap by tap. SW: the column
 // stride when it is a template constant (dilation 1), so every load's offset is an
@@ -370,14 +375,12 @@ GK_INLINE void compute_piece(const DwGeometry& g, const float* const* rows, cons
 
 // compute_piece over two channel vectors side by side (column_block's CV == 2): blocks
 // of 4 to 8 columns at once, narrower ones (1..3 columns, border columns and edge rows)
-// a vector at a time. w1: the second vector's weights, bias1 its bias.
+// a vector at a time, the second vector's rows pointed to from second_rows (kh of them).
 template <typename V, int KH, int KW, int SW>
-GK_INLINE void compute_piece_2v(const DwGeometry& g, const float* const* rows, const float* w, const float* w1,
-                                V bias, V bias1, Finish f, int64_t x, int64_t n, float* out, int64_t out_px,
-                                int64_t in_px) {
+GK_INLINE void compute_piece_two_vectors(const DwGeometry& g, const float* const* rows, const float** second_rows,
+                                         const float* w, int64_t w_step, const V (&biases)[2], Finish f, int64_t x,
+                                         int64_t n, float* out, int64_t out_px, int64_t in_px) {
   constexpr int64_t L = kVecLanes<V>;
-  const V biases[2] = {bias, bias1};
-  const int64_t w_step = w1 - w;
   switch (n) {
     case 8: return column_block<V, KH, KW, SW, 8, false, 2>(g, rows, w, biases, w_step, f, x, out, out_px, in_px);
     case 7: return column_block<V, KH, KW, SW, 7, false, 2>(g, rows, w, biases, w_step, f, x, out, out_px, in_px);
@@ -386,10 +389,9 @@ GK_INLINE void compute_piece_2v(const DwGeometry& g, const float* const* rows, c
     case 4: return column_block<V, KH, KW, SW, 4, false, 2>(g, rows, w, biases, w_step, f, x, out, out_px, in_px);
     default: break;
   }
-  const float* rows1[16];  // the second vector's (ring_rows: at most 16)
-  for (int64_t i = 0; i < (KH ? KH : g.kh); ++i) rows1[i] = rows[i] ? rows[i] + L : nullptr;
-  compute_piece<V, KH, KW, SW>(g, rows, w, bias, f, x, n, out, out_px, in_px);
-  compute_piece<V, KH, KW, SW>(g, rows1, w1, bias1, f, x, n, out + L, out_px, in_px);
+  for (int64_t i = 0; i < (KH ? KH : g.kh); ++i) second_rows[i] = rows[i] ? rows[i] + L : nullptr;
+  compute_piece<V, KH, KW, SW>(g, rows, w, biases[0], f, x, n, out, out_px, in_px);
+  compute_piece<V, KH, KW, SW>(g, second_rows, w + w_step, biases[1], f, x, n, out + L, out_px, in_px);
 }
 
 // One output row, [column][8], from the interleaved input rows its taps read (rows[i] for
@@ -488,7 +490,7 @@ struct NhwcGroup {
   int64_t oh0, rows;               // its output rows [oh0, oh0 + rows)
   float* ring;      // [block][ring_rows][padded_width][8]
   float* out_row;   // [ow][8]: a partial last block's output row (staged or the tail window)
-  const float** row_ptrs;  // kh: an output row's input rows
+  const float** row_ptrs;  // kh: an output row's input rows, then kh for a second vector's
   int64_t ring_rows, taps;
   // The group's first blocks that are whole, with one input channel per output channel:
   // the kernels read the input rows in place, pixels in_px floats apart; the others are
@@ -610,21 +612,24 @@ GK_INLINE void compute_in_place_row(const DwGeometry& g, const NhwcGroup& ng, in
     int64_t k = 0;
     if constexpr (kWide > kLanes) {
       // The pairs two at a time (column_block's CV == 2), then the one left.
-      for (; ng.pair_w && k + 2 <= ng.in_place_blocks; k += 2) {
+      const int64_t pair_floats = ng.taps * kWide;
+      for (; ng.pair_w && k + 4 <= ng.in_place_blocks; k += 4) {
         const int64_t o = (ng.b0 + k) * kLanes;
         set_in_place_rows(g, ng, top, o);
-        const float* wk = ng.pair_w + k / 2 * ng.taps * kWide;
+        const float* wk = ng.pair_w + k / 2 * pair_floats;
+        const Wide bk[2] = {load_vec<Wide>(ng.pair_bias + k / 2 * kWide), load_vec<Wide>(ng.pair_bias + (k / 2 + 1) * kWide)};
+        for (int64_t p = 0; p < count; ++p)
+          compute_piece_two_vectors<Wide, KH, KW, SW>(g, ptrs, ptrs + g.kh, wk, pair_floats, bk, f, xs[p], ns[p],
+                                                      out_row + o, ng.out_px, ng.in_px);
+      }
+      if (ng.pair_w && k + 2 <= ng.in_place_blocks) {
+        const int64_t o = (ng.b0 + k) * kLanes;
+        set_in_place_rows(g, ng, top, o);
+        const float* wk = ng.pair_w + k / 2 * pair_floats;
         const Wide bk = load_vec<Wide>(ng.pair_bias + k / 2 * kWide);
-        if (k + 4 <= ng.in_place_blocks) {
-          const Wide bk1 = load_vec<Wide>(ng.pair_bias + (k / 2 + 1) * kWide);
-          for (int64_t p = 0; p < count; ++p)
-            compute_piece_2v<Wide, KH, KW, SW>(g, ptrs, wk, wk + ng.taps * kWide, bk, bk1, f, xs[p], ns[p],
-                                               out_row + o, ng.out_px, ng.in_px);
-          k += 2;
-        } else {
-          for (int64_t p = 0; p < count; ++p)
-            compute_piece<Wide, KH, KW, SW>(g, ptrs, wk, bk, f, xs[p], ns[p], out_row + o, ng.out_px, ng.in_px);
-        }
+        for (int64_t p = 0; p < count; ++p)
+          compute_piece<Wide, KH, KW, SW>(g, ptrs, wk, bk, f, xs[p], ns[p], out_row + o, ng.out_px, ng.in_px);
+        k += 2;
       }
     }
     for (; k < ng.in_place_blocks; ++k) {
@@ -788,8 +793,8 @@ class DepthwiseConv final : public Prepared {
   // L2 (segment_columns).
   DepthwiseConv(const Shape& s, const float* weights, const float* bias, bool long_segments)
       : s_(s), g_(make_geometry(s)), long_segments_(long_segments) {
-    // NCHW8 in place with a batch whose input is past what the caches keep between runs:
-    // its new input rows fetched two output rows ahead. The planes stream by rows, which
+    // NCHW8 in place with a batch whose input (the whole batch: one share) is past what the
+    // caches keep between runs: its new input rows fetched kFetchAheadRows output rows ahead. The planes stream by rows, which
     // the hardware prefetchers follow, but not far enough ahead from DRAM: MobileNetV2 at
     // batch 8 (Zen 5, 1 thread, ms per image, without / with): 32 channels at 112x112
     // 0.15-0.21 / 0.10, 96 at 112x112 stride 2 0.31-0.33 / 0.21-0.24 (2 threads 0.135 /
@@ -950,7 +955,7 @@ class DepthwiseConv final : public Prepared {
   // bands.
   int64_t nhwc_bands(int threads, int64_t batch) const {
     const int64_t fewest = (g_.oh + kNhwcBandRows - 1) / kNhwcBandRows;
-    if (g_.multiplier != 1 || s_.d.in_channels < kLanes || threads == 1) return fewest;
+    if (!nhwc_in_place(s_) || threads == 1) return fewest;
     int64_t bands = std::max(fewest, (2 * threads + batch - 1) / batch);
     if (batch * bands % threads) bands = (bands + threads - 1) / threads * threads;
     return std::min(bands, g_.oh);
@@ -985,11 +990,11 @@ class DepthwiseConv final : public Prepared {
   int64_t fetch_ahead_nhwc(int threads) const {
     return g_.multiplier == 1 && fetches_rows_ahead(s_.d, threads) ? kFetchAheadRows : 0;
   }
-  // The rows one output row reads (at most 16: compute_row's pointers).
+  // The input rows one output row reads: a staged ring's slots.
   int64_t ring_rows() const { return (g_.kh - 1) * g_.dh + 1; }
   int64_t nhwc_group_floats() const {
     if (s_.d.layout != GK_LAYOUT_NHWC) return 0;
-    return (group_ * ring_rows() * nhwc_.iw + g_.ow) * kLanes + 2 * g_.kh;  // then kh row pointers
+    return (group_ * ring_rows() * nhwc_.iw + g_.ow) * kLanes + 4 * g_.kh;  // then 2 kh row pointers
   }
 
   // A thread's staged band or padded block, whole cache lines (its output band follows).
@@ -1132,7 +1137,8 @@ class DepthwiseRowsConv final : public Prepared {
 };
 
 // The two vectorizations, Fast-Run's tuning values; 3: across channels, NHWC rows in long
-// segments (DepthwiseConv::segment_columns).
+// segments (DepthwiseConv::segment_columns), under the same tuning name, which cached
+// Fast-Run files hold.
 enum Vectorization : int64_t { kAcrossChannels = 1, kAlongRows = 2, kAcrossChannelsLongSegments = 3 };
 
 // AUTO: across channels when the plan runs NCHW8 natively, or when the output rows are
@@ -1156,8 +1162,8 @@ class Depthwise final : public Algorithm {
   // long segments too where an image in place is past L2.
   std::vector<int64_t> tunings(const Shape& s) const override {
     if (s.d.layout == GK_LAYOUT_NHWC) {
-      const bool in_place = s.ocg == 1 && s.d.in_channels >= kLanes;
-      if (in_place && image_past_l2(s, 1)) return {kAcrossChannelsLongSegments};
+      // Past L2 on one thread: on more, a share may fit, and both candidates run alike.
+      if (nhwc_in_place(s) && image_past_l2(s, 1)) return {kAcrossChannelsLongSegments};
       return {};
     }
     return {default_vectorization(s) == kAcrossChannels ? kAlongRows : kAcrossChannels};
