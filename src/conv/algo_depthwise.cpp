@@ -416,18 +416,11 @@ GK_INLINE void fetch_new_rows(const DwGeometry& g, const float* in, int64_t firs
 }
 
 // Output rows [oh0, oh0 + rows) from interleaved input rows: input row ih at
-// in + (ih - first) * iw * 8 for ih in [first, first + count).
+// in + (ih - first) * iw * 8 for ih in [first, first + count). ptrs: kh row pointers'
+// room (the thread's workspace: kernels of any height, nothing allocated).
 template <int KH, int KW, int SW>
 GK_INLINE void compute_rows(const DwGeometry& g, const float* in, int64_t first, int64_t count, int64_t oh0,
-                            int64_t rows, const float* w, v8 bias, Finish f, float* out) {
-  constexpr int64_t kMaxRows = 16;
-  const float* row_ptrs[kMaxRows];
-  std::vector<const float*> many;  // kernels taller than 16 rows (never on the hot path)
-  const float** ptrs = row_ptrs;
-  if (g.kh > kMaxRows) {
-    many.resize(size_t(g.kh));
-    ptrs = many.data();
-  }
+                            int64_t rows, const float* w, v8 bias, Finish f, float* out, const float** ptrs) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < g.kh; ++i) {
       const int64_t ih = (oh0 + r) * g.sh - g.pad_top + i * g.dh;
@@ -464,6 +457,7 @@ struct BlockIo {
   // padded_interior, `padded_row_floats` apart (the padding around them already zero).
   float* padded_interior = nullptr;
   int64_t rows = 0, row_floats = 0, padded_row_floats = 0;
+  const float** row_ptrs = nullptr;  // NCHW and NCHW8: room for kh row pointers
   const NhwcGroup* nhwc = nullptr;  // NHWC: the group, and nothing above is set
   const DwGeometry* nhwc_staged = nullptr;   // its staged rows' geometry
 };
@@ -717,7 +711,8 @@ GK_INLINE void run_block(const DwGeometry& g, const BlockIo& io, const float* w,
       copy_into_padding(io);
       in = staged;  // g is the padded copy's geometry
     }
-    compute_rows<KH, KW, SW>(g, in, 0, g.ih, io.oh0, io.out_rows, w, bias, f, io.out_blocked + io.oh0 * g.ow * kLanes);
+    compute_rows<KH, KW, SW>(g, in, 0, g.ih, io.oh0, io.out_rows, w, bias, f, io.out_blocked + io.oh0 * g.ow * kLanes,
+                             io.row_ptrs);
     return;
   }
   for (int64_t oh0 = 0; oh0 < g.oh; oh0 += g.band) {
@@ -727,7 +722,7 @@ GK_INLINE void run_block(const DwGeometry& g, const BlockIo& io, const float* w,
     float* planes[kLanes];
     for (int l = 0; l < kLanes; ++l) planes[l] = io.out_planar[l] ? io.out_planar[l] + oh0 * g.ow : nullptr;
     if (f.add) stage_band_planar(g, planes, rows, band_out);
-    compute_rows<KH, KW, SW>(g, staged, first, count, oh0, rows, w, bias, f, band_out);
+    compute_rows<KH, KW, SW>(g, staged, first, count, oh0, rows, w, bias, f, band_out, io.row_ptrs);
     unstage_band_planar(g, band_out, rows, planes);
   }
 }
@@ -848,7 +843,7 @@ class DepthwiseConv final : public Prepared {
   // NCHW and NHWC: the staged input band and the output band; NCHW8: a zero-padded block.
   // Per thread: the staged band (or padded block), then the output band.
   WorkspaceNeed need() const override {
-    return {0, std::max(staged_floats() + g_.band * g_.ow * kLanes, nhwc_group_floats())};
+    return {0, std::max(staged_floats() + g_.band * g_.ow * kLanes + 2 * g_.kh, nhwc_group_floats())};
   }
 
   void run(const float* input, float* output, const Workspace& ws) const override {
@@ -864,11 +859,13 @@ class DepthwiseConv final : public Prepared {
       const bool copy_padded = blocked && copy_padded_;
       float* staged = ws.block(omp_get_thread_num());
       float* band_out = staged + staged_floats();
+      const float** row_ptrs = reinterpret_cast<const float**>(band_out + g_.band * g_.ow * kLanes);
       if (copy_padded) std::fill(staged, staged + padded_block_floats(), 0.0f);  // the padding, once
 #pragma omp for schedule(static)
       for (int64_t item = 0; item < items; ++item) {
         const int64_t band = item / (d.batch * blocks_), n = item / blocks_ % d.batch, b = item % blocks_;
         BlockIo io;
+        io.row_ptrs = row_ptrs;
         if (blocked) {
           io.in_blocked = input + (n * blocks_ + b) * in_plane * kLanes;
           io.out_blocked = output + (n * blocks_ + b) * out_plane * kLanes;

@@ -3,8 +3,8 @@
 // test/programs/conv_reliability_child.cpp: every algorithm forced, AUTO and FASTRUN, in
 // every layout; im2col_gemm on both packing paths of the GEMM driver (all output channels
 // in one MC block, and the "wide" layer's past it) and on the NCHW8 pointwise kernels;
-// gemm_1x1 on the image itself and on a strided copy; grouped convolutions; residual joins,
-// NCHW inputs, and high accuracy.
+// gemm_1x1 on the image itself and on a strided copy; depthwise 3x3 and 17 rows tall;
+// grouped convolutions; residual joins, NCHW inputs, and high accuracy.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -13,7 +13,7 @@
 
 namespace conv_cases {
 
-enum Layer { k3x3, k1x1, k1x1Stride2, kDepthwise, kWide, kGrouped, kLayerCount };
+enum Layer { k3x3, k1x1, k1x1Stride2, kDepthwise, kDepthwiseTall, kWide, kGrouped, kLayerCount };
 
 // Output channels of the wide layer: more than any kernel's MC, so its GEMM shares a
 // packed B block between threads (ConvReliabilityCases checks it against the blocking).
@@ -50,6 +50,11 @@ inline gk_conv_desc layer(Layer which, Size size) {
       d.in_height = d.in_width = pick(8, 10, 48);
       d.kernel_h = d.kernel_w = 3, d.pad_top = d.pad_left = d.pad_bottom = d.pad_right = 1;
       d.activation = GK_ACT_RELU6;
+      break;
+    case kDepthwiseTall:  // 17 kernel rows: more row pointers than a small fixed array holds
+      d.in_channels = d.out_channels = d.groups = pick(8, 16, 32);
+      d.in_height = d.in_width = pick(6, 10, 40);
+      d.kernel_h = 17, d.kernel_w = 3, d.pad_top = d.pad_bottom = 8, d.pad_left = d.pad_right = 1;
       break;
     case kGrouped:  // groups of 8 input channels, 8 or 12 output (merged in pairs on the NCHW8 engine)
       d.in_channels = pick(16, 32, 64), d.groups = pick(2, 4, 8), d.out_channels = pick(16, 48, 96);
@@ -95,6 +100,9 @@ constexpr PlanSpec kPlans[] = {
     {kDepthwise, GK_CONV_ALGO_DEPTHWISE, GK_LAYOUT_NCHW8, 0},
     {kDepthwise, GK_CONV_ALGO_DEPTHWISE, GK_LAYOUT_NCHW, GK_CONV_FLAG_ADD_TO_OUTPUT},
     {kDepthwise, GK_CONV_ALGO_FASTRUN, GK_LAYOUT_NCHW4, 0},
+    {kDepthwiseTall, GK_CONV_ALGO_DEPTHWISE, GK_LAYOUT_NCHW8, 0},
+    {kDepthwiseTall, GK_CONV_ALGO_DEPTHWISE, GK_LAYOUT_NCHW, GK_CONV_FLAG_ADD_TO_OUTPUT},
+    {kDepthwiseTall, GK_CONV_ALGO_DEPTHWISE, GK_LAYOUT_NHWC, 0},
     {kWide, GK_CONV_ALGO_IM2COL_GEMM, GK_LAYOUT_NCHW, 0},
     {kWide, GK_CONV_ALGO_IM2COL_GEMM, GK_LAYOUT_NCHW8, 0},
     {kGrouped, GK_CONV_ALGO_AUTO, GK_LAYOUT_NCHW8, GK_CONV_FLAG_ADD_TO_OUTPUT},
