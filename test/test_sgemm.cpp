@@ -32,7 +32,8 @@ std::string describe(const Case& c) {
   return buf;
 }
 
-// The path choose_gemm_path's one-thread GEMV rules (dot products within L1, few vectors)
+// The path choose_gemm_path's one-thread GEMV rules (dot products within L1 or, with long
+// K, within half of L2; few vectors)
 // name for a row-stored problem whose matrix is within L2, or Tiny where neither applies.
 // A column-major case's row-stored problem is C^T = op(B)^T op(A)^T: (n, m, k, tb, ta).
 // `unpadded`: leading dimensions without padding, so that with K 1 a matrix stored by rows
@@ -42,7 +43,11 @@ gk::GemmPath few_vectors_path(const gk::PathLimits& l, int64_t m, int64_t n, int
   const int64_t vectors = std::min(m, n), rows = std::max(m, n);
   const bool few_rows = m < n;  // B^T is the matrix
   const gk::GemmPath gemv = few_rows ? gk::GemmPath::GemvRows : gk::GemmPath::GemvColumns;
-  if (vectors < 2 || vectors > l.dot_max_vectors) return gk::GemmPath::Tiny;
+  if (vectors < 2) return gk::GemmPath::Tiny;
+  if (!ta && tb && k >= l.dot_long_min_k && rows * k * 4 <= l.dot_long_max_matrix_bytes &&
+      vectors <= (few_rows ? l.dot_long_max_rows : l.dot_long_max_columns))
+    return gemv;
+  if (vectors > l.dot_max_vectors) return gk::GemmPath::Tiny;
   if (!ta && tb && k >= l.dot_min_k && rows * k * 4 <= l.dot_max_matrix_bytes) return gemv;
   if (!l.tiny_blocks || rows < (few_rows ? l.few_rows_min_columns : l.few_vectors_min_rows)) return gk::GemmPath::Tiny;
   const bool rows_contiguous = few_rows ? tb : !ta;  // the matrix's, along K
@@ -263,6 +268,47 @@ TEST(Sgemm, DotProductsEveryEdge) {
                 << m << "x" << n << "x" << k << " ran " << gk::path_name(ran);
           }
         }
+    gk_set_num_threads(0);
+  });
+}
+
+// Dot products with long K past L1 (PathLimits' dot_long rules): up to 16 rows of C
+// against more columns, up to 8 columns against more rows, A's rows and B's columns
+// contiguous (row-major NT, column-major TN): the GEMV's dot form in groups of vectors (8
+// on 32 registers, 4 on 16), where the tiny path gathered all of B. Every vector count,
+// rows around the passes, K through the vector tails, alpha and beta by turns (beta 0
+// with C NaN), padded leading dimensions; the path asserted, and the tiny path asserted
+// one vector past each limit.
+TEST(Sgemm, DotProductsLongK) {
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    const gk::PathLimits& l = gk::derive_blocking(ker).paths;
+    gk_set_num_threads(1);
+    int pick = 0, dots = 0;
+    for (int64_t vectors = 2; vectors <= gk::kGemvMaxVectors + 1; ++vectors)
+      for (int64_t rows : {17, 34, 61})
+        for (int64_t k : {128, 143, 200, 1000}) {
+          const bool wide = pick % 2 == 0, rm = pick / 2 % 2 == 0;
+          const int64_t m = wide ? vectors : rows, n = wide ? rows : vectors;
+          if (std::min(m, n) != vectors) continue;
+          const Case c{m, n, k, rm, /*ta=*/!rm, /*tb=*/rm, kAlphas[1 + pick % 2], kBetas[pick / 2 % 3],
+                       int64_t(pick % 3 == 1 ? 5 : 0)};
+          ++pick;
+          ASSERT_TRUE(run_case(c));
+          const gk::GemmPath ran = gk::last_gemm_path();
+          // Column-major runs C^T: few rows of C there are few columns of the row-stored C.
+          const bool few_rows = wide == rm;
+          const bool within = rows * k * 4 <= l.dot_long_max_matrix_bytes;
+          const bool dot = within && vectors <= (few_rows ? l.dot_long_max_rows : l.dot_long_max_columns);
+          const gk::GemmPath want = few_rows ? gk::GemmPath::GemvRows : gk::GemmPath::GemvColumns;
+          if (vectors > gk::kGemvMaxVectors || !within) continue;
+          dots += dot;
+          if (dot) {
+            EXPECT_EQ(ran, want) << describe(c) << " ran " << gk::path_name(ran);
+          } else if (vectors > std::max(l.dot_max_vectors, l.wide_dot_max_vectors)) {
+            EXPECT_NE(ran, want) << describe(c) << " ran " << gk::path_name(ran);
+          }
+        }
+    if (l.tiny_blocks) EXPECT_GT(dots, 0);
     gk_set_num_threads(0);
   });
 }

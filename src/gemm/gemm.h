@@ -163,7 +163,11 @@ struct PathLimits {
   int64_t gemv_dot_threads_min_matrix_bytes = 0;  // and for one vector in dot form
   int64_t dot_max_vectors = 0;        // dot products: at most this many rows or columns of C,
   int64_t dot_min_k = 0;              // K at least this,
-  int64_t dot_max_matrix_bytes = 0;   // and the other operand within L1
+  int64_t dot_max_matrix_bytes = 0;   // and the other operand within L1;
+  int64_t dot_long_min_k = 0;         // or K at least this,
+  int64_t dot_long_max_matrix_bytes = 0;  // the other operand within this,
+  int64_t dot_long_max_columns = 0;   // and at most this many columns of C against more rows
+  int64_t dot_long_max_rows = 0;      // or this many rows against more columns
   int64_t few_vectors_min_rows = 0;   // few columns of C: C at least this long
   int64_t few_rows_min_columns = 0;   // few rows of C: C at least this wide
   int64_t few_vectors_dot_min_k = 0;  // few vectors in dot form: K at least this,

@@ -833,8 +833,15 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
     return workspace_unavailable("the matrix-vector buffers", threads * vectors * gemv_sums_ld(part_rows) + gathered_floats);
   if (gather && dot_form) {
     float* at = packed + (offset - line_offset(packed) + kLineFloats) % kLineFloats;
-    for (int64_t r = 0; r < vectors; ++r)
-      for (int64_t j = 0; j < cols; ++j) at[r * gathered_xs + j] = x.at(j, r);
+    // A vector already contiguous is one copy (element by element, 4x34x988 NT spent a
+    // third of its time here).
+    for (int64_t r = 0; r < vectors; ++r) {
+      if (x.rs == 1) {
+        std::memcpy(at + r * gathered_xs, &x.at(0, r), cols * sizeof(float));
+      } else {
+        for (int64_t j = 0; j < cols; ++j) at[r * gathered_xs + j] = x.at(j, r);
+      }
+    }
     xp = at;
     incx = 1, xs = gathered_xs;
   } else if (gather) {

@@ -103,6 +103,21 @@ PathLimits path_limits(const KernelInfo& kernel) {
   l.dot_max_vectors = 4;
   l.dot_min_k = 32;
   l.dot_max_matrix_bytes = c.l1d;
+  // Past L1 with long K, up to 8 columns (one 8-vector group of the dot form on 32
+  // registers) or 16 rows: the tiny path gathers all of B's K x N there, and its vectors
+  // run along the few columns. Same process, 1 thread, Xeon (AVX-512), us, tiny -> dot
+  // form: 4x34x1000 10.7 -> 2.8, 8x34x1000 13.0 -> 5.9, 12x34x1000 16.3 -> 8.6, 6x100x256
+  // 8.5 -> 3.2, 16x100x256 12.5 -> 9.0, 12x300x256 25.9 -> 18.9, 34x6x1000 11.2 -> 5.1,
+  // 100x8x256 7.1 -> 4.3; K = 64 gains less or loses (16x34x64 0.98 -> 1.07, 300x8x64 5.7
+  // -> 6.2), 12-16 columns lose (100x12x1000 21 -> 27, 300x16x256 15 -> 29), and past
+  // half of L2 either (300x8x1000 44 -> 45, 4x300x1000 70 -> 95). AVX2 forced (groups of
+  // 4 vectors): 4x34x1000 12.4 -> 4.9, 8x300x256 36.6 -> 19.1, 16x100x256 17.1 -> 12.8,
+  // about even at 12x300x256 (20.5 -> 21.1) and 100x8x256 (5.9 -> 6.3).
+  // (Measured where the tiny path runs, x86-64's vector code; elsewhere not.)
+  l.dot_long_min_k = 128;
+  l.dot_long_max_matrix_bytes = c.l2 / 2;
+  l.dot_long_max_columns = l.tiny_blocks ? 8 : 0;
+  l.dot_long_max_rows = l.tiny_blocks ? kGemvMaxVectors : 0;
   // Up to 4 columns of C (the tiny paths' vectors run along C's rows, 2 of 16 lanes busy
   // at 2 columns) or up to 4 rows with B's columns contiguous (B gathered, then the same),
   // or up to 3 rows with B's rows contiguous (the tiny path's vectors run along N, but
@@ -191,12 +206,15 @@ bool gemv_serves(const PathLimits& l, int64_t rows, int64_t cols, const MatrixVi
 }
 
 // Dot products: A's rows and B's columns contiguous along K (nothing to gather), few rows or
-// columns of C, the larger operand (the GEMV's matrix) within L1.
+// columns of C, the larger operand (the GEMV's matrix) within L1, or with long K within
+// half of L2.
 bool dots_serve(const PathLimits& l, const GemmProblem& p, const MatrixView& a, const MatrixView& b) {
   if (a.cs != 1 || b.rs != 1 || a.rs == 1 || b.cs == 1) return false;
   const int64_t vectors = std::min(p.m, p.n), rows = std::max(p.m, p.n);
-  return vectors <= l.dot_max_vectors && p.k >= l.dot_min_k &&
-         rows * p.k * static_cast<int64_t>(sizeof(float)) <= l.dot_max_matrix_bytes;
+  const int64_t matrix_bytes = rows * p.k * static_cast<int64_t>(sizeof(float));
+  if (vectors <= l.dot_max_vectors && p.k >= l.dot_min_k && matrix_bytes <= l.dot_max_matrix_bytes) return true;
+  const int64_t max_vectors = p.m < p.n ? l.dot_long_max_rows : l.dot_long_max_columns;
+  return vectors <= max_vectors && p.k >= l.dot_long_min_k && matrix_bytes <= l.dot_long_max_matrix_bytes;
 }
 
 // At most dot_max_vectors columns of C, or rows with B's columns contiguous, against at
