@@ -308,7 +308,50 @@ TEST(Sgemm, DotProductsLongK) {
             EXPECT_NE(ran, want) << describe(c) << " ran " << gk::path_name(ran);
           }
         }
-    if (l.tiny_blocks) EXPECT_GT(dots, 0);
+    if (l.tiny_blocks) {
+      EXPECT_GT(dots, 0);
+    }
+    gk_set_num_threads(0);
+  });
+}
+
+// 5-8 columns of C against A's contiguous columns (row-major A transposed; column-major
+// B transposed with few rows of C), C long enough (PathLimits' few_columns_axpy rules):
+// the GEMV's axpy form, C's rows stored from a 16 x 8 transpose in registers on 16-float
+// vectors. Columns 4..9 around the limits, rows around the 16-row vectors, the 128-row
+// threshold and the aligned heads from 256 rows, K at and past the direct columns (the
+// partial sums then), alpha and beta by turns (beta 0 with C NaN), padded leading
+// dimensions; the path asserted both ways.
+TEST(Sgemm, FewColumnsAgainstContiguousColumnsOfA) {
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    const gk::PathLimits& l = gk::derive_blocking(ker).paths;
+    gk_set_num_threads(1);
+    int pick = 0, transposed = 0;
+    for (int64_t cols = 4; cols <= 9; ++cols)
+      for (int64_t rows : {17, 127, 128, 143, 300, 1001})
+        for (int64_t k : {1, 5, 16, 17, 40}) {
+          const bool rm = pick % 3 != 2;
+          // Column-major: the row-stored problem is C^T, so few rows of C and B transposed.
+          const Case c = rm ? Case{rows, cols, k, true, true, pick % 2 == 1, kAlphas[1 + pick % 2], kBetas[pick % 3],
+                                   int64_t(pick % 4 == 1 ? 3 : 0)}
+                            : Case{cols, rows, k, false, pick % 2 == 1, true, kAlphas[1 + pick % 2], kBetas[pick % 3],
+                                   int64_t(pick % 4 == 1 ? 3 : 0)};
+          ++pick;
+          ASSERT_TRUE(run_case(c, /*fortran=*/!rm && pick % 2 == 0));
+          const gk::GemmPath ran = gk::last_gemm_path();
+          const bool serves = cols > l.dot_max_vectors && cols <= l.few_columns_axpy_max_columns &&
+                              rows >= l.few_columns_axpy_min_rows &&
+                              (k <= gk::kGemvAxpyDirectColumns || rows * cols * 4 <= l.few_columns_axpy_max_sums_bytes);
+          transposed += serves;
+          if (serves) {
+            EXPECT_EQ(ran, gk::GemmPath::GemvColumns) << describe(c) << " ran " << gk::path_name(ran);
+          } else if (cols > l.dot_max_vectors && rows < l.few_columns_axpy_min_rows) {
+            EXPECT_NE(ran, gk::GemmPath::GemvColumns) << describe(c) << " ran " << gk::path_name(ran);
+          }
+        }
+    if (l.few_columns_axpy_max_columns > 0) {
+      EXPECT_GT(transposed, 0);
+    }
     gk_set_num_threads(0);
   });
 }

@@ -175,6 +175,9 @@ struct PathLimits {
   int64_t wide_dot_max_vectors = 0;   // 5 to this many columns of C in dot form (0: none),
   int64_t wide_dot_min_matrix_bytes = 0;  // the matrix past this
   int64_t wide_dot_max_matrix_bytes = 0;  // and within this
+  int64_t few_columns_axpy_max_columns = 0;  // 5 to this many columns against A's contiguous columns (0: none),
+  int64_t few_columns_axpy_min_rows = 0;     // C at least this long,
+  int64_t few_columns_axpy_max_sums_bytes = 0;  // and past kGemvAxpyDirectColumns of K, C within this
   int64_t few_rows_axpy_max_vectors = 0;  // few rows of C with B's rows contiguous: at most this many
   int64_t tiny_block_rows = 0;        // one tiny row block with B's rows contiguous: any size
   bool in_place_a_kernels = false;    // pointwise kernels that can read A in place
@@ -388,6 +391,11 @@ bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a
 // i < rows, j < cols, r < vectors, where X is a cols x vectors view and Y(i, r) is
 // y[i * incy + r * ldy]. Up to kGemvMaxVectors vectors.
 constexpr int64_t kGemvMaxVectors = 16;
+// In axpy form, up to this many columns of the matrix skip the partial-sums buffer: each
+// vector of rows takes all the columns at once and is written out (a GEMM with K = 6 is a
+// few short streams, and three passes over R x rows floats of partial sums cost more than
+// the products).
+constexpr int64_t kGemvAxpyDirectColumns = 16;
 // Threads share a GEMV's rows in multiples of this (whole vector steps each).
 constexpr int64_t kGemvRowUnit = 128;
 // `cfg`: the active kernel's (its vector code runs that ISA's loops) and its path limits.

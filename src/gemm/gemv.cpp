@@ -426,10 +426,81 @@ GK_INLINE void finish_interleaved(float alpha, const V (&acc)[R], float beta, fl
   if constexpr (O + 1 < R) finish_interleaved<V, R, O + 1>(alpha, acc, beta, y);
 }
 
-// Up to this many columns, the sums buffer is skipped: each vector of rows takes all the
-// columns at once and is written out (a GEMM with K = 6 is a few short streams, and three
-// passes over R x rows floats of partial sums cost more than the products).
-constexpr int64_t kAxpyDirectColumns = 16;
+// The first R (1..8) floats of v to out, in pieces of 4, 2 and 1 straight from the
+// register (a memcpy of R floats went through the stack: 5-7 columns ran 2-4x slower than 8).
+typedef float v2 __attribute__((vector_size(8)));
+template <int R>
+GK_INLINE void store_first_floats(float* out, const v8& v) {
+  if constexpr (R == 8) {
+    store_vec(out, v);
+  } else {
+    if constexpr ((R & 4) != 0) {
+      const v4 piece = __builtin_shufflevector(v, v, 0, 1, 2, 3);
+      std::memcpy(out, &piece, sizeof piece);
+    }
+    constexpr int kPairAt = R & 4, kSingleAt = R & 6;
+    if constexpr ((R & 2) != 0) {
+      const v2 piece = __builtin_shufflevector(v, v, kPairAt, kPairAt + 1);
+      std::memcpy(out + kPairAt, &piece, sizeof piece);
+    }
+    if constexpr ((R & 1) != 0) out[kSingleAt] = v[kSingleAt];
+  }
+}
+
+// Rows i .. i + 15 of a row-major C's R (5..8) columns from R vectors that each hold one
+// column's 16 rows: the 16 x 8 block transposed in registers (three rounds of two-source
+// shuffles, the vectors past R zero), then each row's R floats stored together. Lane by
+// lane (finish_vec) it was 16 x R scalar stores, which held 1104x8x13 with A transposed
+// behind the tiny path.
+constexpr int kTransposedRows = 16;  // v16's lanes; the shuffles below are written for them
+template <int R>
+GK_INLINE void finish_rows_transposed(float alpha, const v16 (&acc)[R], float beta, float* y, int64_t incy) {
+  static_assert(R >= 5 && R <= 8, "a transposed block is 5 to 8 columns");
+  v16 a[8];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) a[r] = r < R ? acc[r] : v16{};
+  // Round 1, per 4-row group g: t[2j] = rows 4g, 4g + 1 of columns 2j, 2j + 1 (interleaved),
+  // t[2j + 1] = rows 4g + 2, 4g + 3.
+  v16 t[8];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    t[2 * j] = __builtin_shufflevector(a[2 * j], a[2 * j + 1], 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29);
+    t[2 * j + 1] =
+        __builtin_shufflevector(a[2 * j], a[2 * j + 1], 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31);
+  }
+  // Round 2: u[q] = row 4g + q of columns 0-3, u[4 + q] of columns 4-7.
+  v16 u[8];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const v16 &lo = t[4 * h], &hi = t[4 * h + 1], &lo2 = t[4 * h + 2], &hi2 = t[4 * h + 3];
+    u[4 * h + 0] = __builtin_shufflevector(lo, lo2, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+    u[4 * h + 1] = __builtin_shufflevector(lo, lo2, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+    u[4 * h + 2] = __builtin_shufflevector(hi, hi2, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+    u[4 * h + 3] = __builtin_shufflevector(hi, hi2, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  }
+  // Round 3: rows q and 4 + q (groups 0 and 1), then 8 + q and 12 + q, 8 columns each.
+  auto store_row = [&](const v8& row, float* out) {
+    v8 v = row * alpha;
+    if (beta != 0.0f) {  // beta == 0: C is not read
+      v8 old{};
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) old[r] = out[r];
+      v += old * beta;
+    }
+    store_first_floats<R>(out, v);
+  };
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    const v16 first = __builtin_shufflevector(u[q], u[4 + q], 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const v16 second =
+        __builtin_shufflevector(u[q], u[4 + q], 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    store_row(__builtin_shufflevector(first, first, 0, 1, 2, 3, 4, 5, 6, 7), y + q * incy);
+    store_row(__builtin_shufflevector(first, first, 8, 9, 10, 11, 12, 13, 14, 15), y + (4 + q) * incy);
+    store_row(__builtin_shufflevector(second, second, 0, 1, 2, 3, 4, 5, 6, 7), y + (8 + q) * incy);
+    store_row(__builtin_shufflevector(second, second, 8, 9, 10, 11, 12, 13, 14, 15), y + (12 + q) * incy);
+  }
+}
+
 
 // Rows [i0, i1) of Y, whole vectors of V, for R vectors over columns [c0, cols), each
 // vector of rows adding its products to `sums` (the blocks' partial sums, c0 > 0) in
@@ -467,6 +538,12 @@ GK_INLINE void gemv_axpy_rows(int64_t i0, int64_t i1, int64_t c0, int64_t cols, 
     if constexpr (R >= 2 && R <= 4) {
       if (incy == R && ldy == 1) {
         finish_interleaved<V, R>(alpha, sum, beta, y0 + i * incy);
+        continue;
+      }
+    }
+    if constexpr (R >= 5 && R <= 8 && lanes<V>() == kTransposedRows) {
+      if (ldy == 1) {
+        finish_rows_transposed<R>(alpha, sum, beta, y0 + i * incy, incy);
         continue;
       }
     }
@@ -633,7 +710,7 @@ GK_INLINE void gemv_axpy_part(int64_t r0, int64_t r1, AxpyEdges edges, int64_t c
   const float* tail_m = edges.tail > 0 ? m + (r1 - kLanes) : nullptr;
   r0 += edges.head;
   const int64_t rows = r1 - r0, vec_rows = rows / kLanes * kLanes, ld = gemv_sums_ld(rows);
-  const int64_t blocked = cols > kAxpyDirectColumns && vec_rows > 0 ? cols / kCols * kCols : 0;
+  const int64_t blocked = cols > kGemvAxpyDirectColumns && vec_rows > 0 ? cols / kCols * kCols : 0;
   m += r0;
   if (blocked) std::fill(sums, sums + R * ld, 0.0f);
   for (int64_t j = 0; j < blocked; j += kCols) {

@@ -167,6 +167,19 @@ PathLimits path_limits(const KernelInfo& kernel) {
   l.wide_dot_min_matrix_bytes = c.l2 / 2;
   l.wide_dot_max_matrix_bytes = 8 * c.l2;
   l.few_rows_axpy_max_vectors = 3;
+  // 5-8 columns of C against A's contiguous columns (A transposed, row-major): the axpy
+  // form, A read once, 16 rows of C per vector of A, the rows stored from a transpose in
+  // registers (on 16-float vectors: finish_rows_transposed), where the tiny path's vectors
+  // ran along the few columns. From 128 rows, and past kGemvAxpyDirectColumns of K with C
+  // in half of L1 (the partial sums pass through it). Same process, Xeon (AVX-512), us,
+  // tiny -> axpy, 1 thread (2 alike: these run on one): 183x5x15 TT 1.15 -> 0.63, 1104x8x13
+  // TN 5.9 -> 2.6, 4000x5x12 TT 19.3 -> 10.4, 128x6x40 1.52 -> 0.93, 150x8x100 4.3 -> 3.4,
+  // 300x8x300 25.9 -> 13.1, 600x7x200 20.7 -> 20.6; behind below 128 rows (44x6x30 0.56 ->
+  // 0.76, 92x7x86 2.2 -> 2.6, 20x8x100 0.77 -> 1.47) and with C past L1 (3000x8x50 26.3 ->
+  // 28.2, 5000x6x200 81 -> 82).
+  l.few_columns_axpy_max_columns = kernel.simd == SimdLevel::Avx512 ? 8 : 0;
+  l.few_columns_axpy_min_rows = 128;
+  l.few_columns_axpy_max_sums_bytes = c.l1d / 2;
   // Up to one row block of the tiny path (8 rows on 16-float vectors, 4 on 8-float ones)
   // with B's rows contiguous, B is read once, in place, at any size: 7x742x181 ran at 33
   // GFLOP/s packed, where 7x700x180 (within the small products) ran at 100 on the tiny path;
@@ -226,6 +239,13 @@ bool few_vectors_serve(const PathLimits& l, const MatrixView& mat, int64_t rows,
   if (vectors > l.dot_max_vectors || rows < min_rows) return false;
   if (mat.rs == 1) return true;
   return mat.cs == 1 && k >= dot_min_k;
+}
+
+// 5-8 columns of C against A's contiguous columns, C long enough (see path_limits).
+bool few_columns_axpy_serves(const PathLimits& l, const MatrixView& a, int64_t m, int64_t k, int64_t n) {
+  if (n <= l.dot_max_vectors || n > l.few_columns_axpy_max_columns || a.rs != 1 || a.cs == 1) return false;
+  return m >= l.few_columns_axpy_min_rows &&
+         (k <= kGemvAxpyDirectColumns || m * n * static_cast<int64_t>(sizeof(float)) <= l.few_columns_axpy_max_sums_bytes);
 }
 
 // 5-8 columns of C against A's rows contiguous, A within the window where one dot-form
@@ -296,6 +316,9 @@ GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const
   if (l.tiny_blocks && few_vectors_serve(l, a, m, l.few_vectors_min_rows, k, n, l.few_vectors_dot_min_k))
     return {GemmPath::GemvColumns, std::min(threads, gemv_threads(l, m, k, a, n)),
             "at most 4 columns of C: A read once for all of them"};
+  if (l.tiny_blocks && few_columns_axpy_serves(l, a, m, k, n))
+    return {GemmPath::GemvColumns, std::min(threads, gemv_threads(l, m, k, a, n)),
+            "5-8 columns of C against A's contiguous columns: A read once, C's rows transposed in registers"};
   if (l.tiny_blocks && wide_dot_serves(l, a, m, k, n))
     return {GemmPath::GemvColumns, std::min(threads, gemv_threads(l, m, k, a, n)),
             "5-8 columns of C, A's rows contiguous and within 8 L2s: A read once for all of them"};
