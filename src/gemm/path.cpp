@@ -99,20 +99,23 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // 1.35 / 0.31, 10x3x528 2.36 / 0.43, 2x100x64 1.69 / 0.66, 3x3x64 0.19 / 0.06, 16x3x128
   // 0.74 / 0.25, 4x24x64 0.38 / 0.30; even at 4x4x32, behind at K 16-24 (6x6x16 0.09 /
   // 0.14) and with more vectors (8x16x128 0.58 / 0.68; 8x8x128 0.41 / 0.36), or the matrix
-  // past L1 (6x200x300 21 / 23).
+  // past L1 (6x200x300 21 / 23; with x copied row by row, 17.6 / 8.0: the long-K rule).
   l.dot_max_vectors = 4;
   l.dot_min_k = 32;
   l.dot_max_matrix_bytes = c.l1d;
-  // Past L1 with long K, up to 8 columns (one 8-vector group of the dot form on 32
-  // registers) or 16 rows: the tiny path gathers all of B's K x N there, and its vectors
-  // run along the few columns. Same process, 1 thread, Xeon (AVX-512), us, tiny -> dot
-  // form: 4x34x1000 10.7 -> 2.8, 8x34x1000 13.0 -> 5.9, 12x34x1000 16.3 -> 8.6, 6x100x256
-  // 8.5 -> 3.2, 16x100x256 12.5 -> 9.0, 12x300x256 25.9 -> 18.9, 34x6x1000 11.2 -> 5.1,
-  // 100x8x256 7.1 -> 4.3; K = 64 gains less or loses (16x34x64 0.98 -> 1.07, 300x8x64 5.7
-  // -> 6.2), 12-16 columns lose (100x12x1000 21 -> 27, 300x16x256 15 -> 29), and past
-  // half of L2 either (300x8x1000 44 -> 45, 4x300x1000 70 -> 95). AVX2 forced (groups of
-  // 4 vectors): 4x34x1000 12.4 -> 4.9, 8x300x256 36.6 -> 19.1, 16x100x256 17.1 -> 12.8,
-  // about even at 12x300x256 (20.5 -> 21.1) and 100x8x256 (5.9 -> 6.3).
+  // With long K, within L1 or past it, up to 8 columns (one 8-vector group of the dot
+  // form on 32 registers) or 16 rows: the tiny path gathers all of B's K x N, and its
+  // vectors run along the few columns. Same process, 1 thread, Xeon (AVX-512), us, tiny ->
+  // dot form: 4x34x1000 10.7 -> 2.8, 8x34x1000 13.0 -> 5.9, 12x34x1000 16.3 -> 8.6,
+  // 6x100x256 8.5 -> 3.2, 16x100x256 12.5 -> 9.0, 12x300x256 25.9 -> 18.9, 34x6x1000 11.2
+  // -> 5.1, 100x8x256 7.1 -> 4.3, 6x200x300 17.6 -> 8.0; within L1 8x8x128 0.47 -> 0.32,
+  // 30x5x128 1.27 -> 0.71, 8x12x258 1.02 -> 0.78, even at 8x16x128 and 16x16x128. K = 64
+  // gains less or loses (16x34x64 0.98 -> 1.07, 300x8x64 5.7 -> 6.2), 12-16 columns lose
+  // (100x12x1000 21 -> 27, 300x16x256 15 -> 29), and past half of L2 either (300x8x1000 44
+  // -> 45, 4x300x1000 70 -> 95). AVX2 forced (groups of 4 vectors, 8 columns read the
+  // matrix twice): 4x34x1000 12.4 -> 4.9, 34x6x1000 9.7 -> 6.7, 8x300x256 36.6 -> 19.1,
+  // 30x5x128 1.12 -> 0.75, 40x6x128 1.47 -> 1.11, within 6% at 12x300x256 (20.5 -> 21.1),
+  // 100x8x256 (5.9 -> 6.3), 16x16x128 and 10x10x500.
   // (Measured where the tiny path runs, x86-64's vector code; elsewhere not.)
   l.dot_long_min_k = 128;
   l.dot_long_max_matrix_bytes = c.l2 / 2;
@@ -172,11 +175,13 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // registers (on 16-float vectors: finish_rows_transposed), where the tiny path's vectors
   // ran along the few columns. From 128 rows, and past kGemvAxpyDirectColumns of K with C
   // in half of L1 (the partial sums pass through it). Same process, Xeon (AVX-512), us,
-  // tiny -> axpy, 1 thread (2 alike: these run on one): 183x5x15 TT 1.15 -> 0.63, 1104x8x13
-  // TN 5.9 -> 2.6, 4000x5x12 TT 19.3 -> 10.4, 128x6x40 1.52 -> 0.93, 150x8x100 4.3 -> 3.4,
-  // 300x8x300 25.9 -> 13.1, 600x7x200 20.7 -> 20.6; behind below 128 rows (44x6x30 0.56 ->
-  // 0.76, 92x7x86 2.2 -> 2.6, 20x8x100 0.77 -> 1.47) and with C past L1 (3000x8x50 26.3 ->
-  // 28.2, 5000x6x200 81 -> 82).
+  // tiny -> axpy, 1 thread (2 alike: these run on one): 183x5x15 TT 1.20 -> 0.57, 249x7x3
+  // TT 1.06 -> 0.61, 1104x8x13 TN 6.3 -> 2.7, 4000x5x12 TT 21.2 -> 7.9, 128x6x40 1.65 ->
+  // 0.88, 150x8x100 4.6 -> 3.3, 300x8x300 26.9 -> 14.1, 600x7x200 23.4 -> 17.8, 128x7x1
+  // even; behind below 128 rows (44x6x30 0.56 -> 0.76, 92x7x86 2.2 -> 2.6, 20x8x100 0.77
+  // -> 1.47: the rows past the last 16 go lane by lane) and with C past L1 (3000x8x50 26.3
+  // -> 28.2, 5000x6x200 81 -> 82). Past half of L2 the GEMV's two threads run about even
+  // with one (50000x8x16 TN 90-96 us either way, 400000x8x16 0.77-1.07 ms / 0.77-0.96).
   l.few_columns_axpy_max_columns = kernel.simd == SimdLevel::Avx512 ? 8 : 0;
   l.few_columns_axpy_min_rows = 128;
   l.few_columns_axpy_max_sums_bytes = c.l1d / 2;
