@@ -911,15 +911,18 @@ TEST(Driver, SmallPathMatchesPackedPath) {
 }
 
 // The small problems (at most kSmallMultiplyAdds) through cblas_sgemm, each kernel
-// forced: on x86-64 the AVX2 kernels take the unpacked tiny path (src/gemm/tiny.cpp), whose
-// blocks are 1-4 rows x 1-3 vectors, the last vector masked, with a second accumulator set
-// when a block is one vector wide. Every row remainder, column counts around each vector
-// and the 24 / 16 + 16 split, odd and even K, and K past the no-pack path's limit; layouts,
-// transposes (a transposed B is gathered first), alpha, beta and padded leading dimensions
-// by turns.
+// forced: on x86-64 the kernels take the unpacked tiny path (src/gemm/tiny.cpp), whose
+// blocks are 1-4 rows x 1-3 8-float vectors (AVX2) or 1-8 rows x 1-3 16-float vectors or
+// one 8-float vector of at most 8 columns (AVX-512), the last vector masked, with a second
+// accumulator set when a block is one vector wide and has fewer than 8 rows, whole blocks
+// one after the other in one call, then the rest. Every row remainder, several whole
+// blocks, column counts around each vector and the 24 / 16 + 16 split, odd and even K, and
+// K past the no-pack path's limit; layouts, transposes (a transposed B is gathered first),
+// alpha, beta and padded leading dimensions by turns.
 TEST(Sgemm, TinyPathEveryBlockEdge) {
   const bool q = gktest::quick();
-  const std::vector<int64_t> rows = q ? std::vector<int64_t>{1, 3, 4, 5, 7} : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
+  const std::vector<int64_t> rows =
+      q ? std::vector<int64_t>{1, 3, 4, 5, 7, 21} : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 21, 31};
   const std::vector<int64_t> cols = q ? std::vector<int64_t>{1, 7, 9, 17, 25, 33}
                                       : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 41, 48, 49};
   std::vector<std::array<int64_t, 3>> shapes;
@@ -1066,11 +1069,13 @@ TEST(Sgemm, FewRowsAgainstBsRowsInPlaceEveryCount) {
 // faults (the sanitizers do not see masked vector loads).
 TEST(Sgemm, TinyPathStaysInsideItsOperands) {
   gk_set_num_threads(1);
-  const int64_t m = 5, k = 7;
-  for (int64_t n : {1, 5, 13, 17, 30})
+  const int64_t k = 7;
+  for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{{5, 1}, {5, 5}, {5, 13}, {5, 17}, {5, 30},
+                                                                     {21, 5}, {21, 8}, {21, 30}})
     for (bool tb : {false, true})
       for (float beta : {0.0f, 0.5f}) {
-        SCOPED_TRACE("n=" + std::to_string(n) + (tb ? " B^T" : "") + " beta=" + std::to_string(beta));
+        SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + (tb ? " B^T" : "") +
+                     " beta=" + std::to_string(beta));
         gktest::GuardedFloats a(size_t(m * k)), b(size_t(k * n)), c(size_t(m * n));
         if (!a.data() || !b.data() || !c.data()) return;
         const std::vector<float> av = gktest::random_vector(a.size(), 11), bv = gktest::random_vector(b.size(), 12);

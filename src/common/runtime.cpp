@@ -90,6 +90,7 @@ static CpuInfo detect_cpu() {
 #if defined(__x86_64__)
   info.x86_avx2_fma = cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3();
   info.x86_avx512f = cpuinfo_has_x86_avx512f();
+  info.x86_avx512vl = cpuinfo_has_x86_avx512vl();
 #elif defined(__aarch64__)
   info.arm_neon = true;  // Advanced SIMD is mandatory in AArch64
 #endif

@@ -18,6 +18,7 @@ struct CpuInfo {
   int cores = 1;
   bool x86_avx2_fma = false;
   bool x86_avx512f = false;
+  bool x86_avx512vl = false;  // AVX-512's 8-float (ymm) forms and registers 16-31 for them
   bool arm_neon = false;
 };
 const CpuInfo& cpu();

@@ -18,7 +18,8 @@
 // cannot be had, the call runs on the no-heap path). With AVX-512 active, blocks of up to
 // 8 rows x 48 columns on 16-float vectors (Xeon model 207, 1 thread, against OpenBLAS on
 // its SkylakeX kernels: 32^3 0.31 -> 0.85x, 64^3 0.45 -> 0.89x, 96^3 0.44 -> 0.79x on the
-// AVX2 blocks before). x86-64 only: elsewhere the no-pack and packed paths serve.
+// AVX2 blocks before), and blocks of at most 8 columns on 8-float vectors. x86-64 only:
+// elsewhere the no-pack and packed paths serve.
 #include <algorithm>
 
 #include "common/runtime.h"
@@ -124,12 +125,15 @@ GK_TINY_TARGET void tiny_block(int64_t k, float alpha, const float* a, int64_t r
   }
 }
 
+// `blocks` blocks of kRows rows of C, one after the other (one call: its set-up was a
+// fifth of a 256x7x5 product when each block was a call).
 template <int kRows>
-__attribute__((target("avx2,fma"))) void tiny_rows(int64_t n, int64_t k, float alpha, const float* a,
+__attribute__((target("avx2,fma"))) void tiny_rows(int64_t blocks, int64_t n, int64_t k, float alpha, const float* a,
                                                    int64_t rs_a, int64_t cs_a, const float* b, int64_t rs_b,
                                                    float beta, float* c, int64_t rs_c) {
   // 3 vectors (12 accumulators at 4 rows) while more are left, but 16 where
   // takes_16_not_24.
+  for (; blocks > 0; --blocks, a += kRows * rs_a, c += kRows * rs_c)
   for (int64_t j = 0, cols; j < n; j += cols) {
     const int64_t left = n - j;
     cols = takes_16_not_24(24, left) ? 16 : std::min<int64_t>(24, left);
@@ -171,7 +175,9 @@ template <int kRows, int kVectors>
 GK_TINY512_TARGET void tiny_block512(int64_t k, float alpha, const float* a, int64_t rs_a, int64_t cs_a,
                                      const float* b, int64_t rs_b, float beta, float* c, int64_t rs_c,
                                      __mmask16 last) {
-  constexpr int kSets = kVectors == 1 ? 2 : 1;  // as tiny_block: one vector a row, two chains
+  // As tiny_block, one vector a row takes two chains, but 8 rows are chains enough
+  // (256x14x5 0.80 -> 0.62 us, 294x16x10 1.26 -> 1.06).
+  constexpr int kSets = kVectors == 1 && kRows < 8 ? 2 : 1;
   __m512 acc[kSets][kRows][kVectors];
   #pragma GCC unroll 2
   for (int s = 0; s < kSets; ++s)
@@ -202,10 +208,51 @@ GK_TINY512_TARGET void tiny_block512(int64_t k, float alpha, const float* a, int
   }
 }
 
+// A block of at most 8 columns on 8-float vectors: a 16-float vector leaves half of each
+// FMA's lanes or more unused (us, 16- / 8-float: 256x7x5 0.74 / 0.50, 465x5x32 4.6 / 3.6,
+// 44x6x30 TT 0.51 / 0.45). Two chains, even and odd k steps, as tiny_block's one-vector
+// blocks (one chain at 8 rows, or the loop in tiny_block512's form, ran slower); B's row
+// and C's lanes through AVX-512VL masks. VL also gives the 8-float vectors registers
+// 16-31: without them GCC spilled the accumulators.
+
+#define GK_TINY512VL_TARGET __attribute__((target("avx512f,avx512vl,avx2,fma"), always_inline)) inline
+
 template <int kRows>
-__attribute__((target("avx512f,avx2,fma"))) void tiny_rows512(int64_t n, int64_t k, float alpha, const float* a,
-                                                             int64_t rs_a, int64_t cs_a, const float* b,
-                                                             int64_t rs_b, float beta, float* c, int64_t rs_c) {
+GK_TINY512VL_TARGET void tiny_block512_half(int64_t k, float alpha, const float* a, int64_t rs_a, int64_t cs_a,
+                                          const float* b, int64_t rs_b, float beta, float* c, int64_t rs_c,
+                                          __mmask8 last) {
+  __m256 even[kRows], odd[kRows];
+  #pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) even[r] = odd[r] = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 2 <= k; p += 2, a += 2 * cs_a, b += 2 * rs_b) {
+    const __m256 b0 = _mm256_maskz_loadu_ps(last, b), b1 = _mm256_maskz_loadu_ps(last, b + rs_b);
+    #pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      even[r] = _mm256_fmadd_ps(_mm256_set1_ps(a[r * rs_a]), b0, even[r]);
+      odd[r] = _mm256_fmadd_ps(_mm256_set1_ps(a[r * rs_a + cs_a]), b1, odd[r]);
+    }
+  }
+  if (p < k) {
+    const __m256 b0 = _mm256_maskz_loadu_ps(last, b);
+    #pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) even[r] = _mm256_fmadd_ps(_mm256_set1_ps(a[r * rs_a]), b0, even[r]);
+  }
+  const __m256 alpha_v = _mm256_set1_ps(alpha), beta_v = _mm256_set1_ps(beta);
+  #pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r, c += rs_c) {
+    __m256 out = _mm256_mul_ps(_mm256_add_ps(even[r], odd[r]), alpha_v);
+    if (beta != 0.0f) out = _mm256_fmadd_ps(_mm256_maskz_loadu_ps(last, c), beta_v, out);
+    _mm256_mask_storeu_ps(c, last, out);
+  }
+}
+
+template <int kRows>
+__attribute__((target("avx512f,avx2,fma"))) void tiny_rows512(int64_t blocks, int64_t n, int64_t k,
+                                                                       float alpha, const float* a, int64_t rs_a,
+                                                                       int64_t cs_a, const float* b, int64_t rs_b,
+                                                                       float beta, float* c, int64_t rs_c) {
+  for (; blocks > 0; --blocks, a += kRows * rs_a, c += kRows * rs_c)
   for (int64_t j = 0, cols; j < n; j += cols) {  // 32 + 32 rather than 48 + 16
     const int64_t left = n - j;
     cols = left > 48 && left <= 64 ? 32 : std::min<int64_t>(48, left);
@@ -221,25 +268,53 @@ __attribute__((target("avx512f,avx2,fma"))) void tiny_rows512(int64_t n, int64_t
   }
 }
 
-// Rows [i, i + block) of C (fewer at the end: `rows_left`): 4 rows, or 8 on 16-float
-// vectors when `wide`.
-void tiny_row_block(bool wide, int64_t rows_left, int64_t n, int64_t k, float alpha, const MatrixView& a, int64_t i,
+// As tiny_rows512 where C has at most 8 columns: one 8-float vector a block. (Apart, since
+// the VL target on tiny_rows512 made GCC's 16-float blocks of 7 rows 1.6x slower.)
+template <int kRows>
+__attribute__((target("avx512f,avx512vl,avx2,fma"))) void tiny_rows512_half(int64_t blocks, int64_t n, int64_t k,
+                                                                            float alpha, const float* a,
+                                                                            int64_t rs_a, int64_t cs_a,
+                                                                            const float* b, int64_t rs_b, float beta,
+                                                                            float* c, int64_t rs_c) {
+  const __mmask8 lanes = __mmask8((1u << n) - 1);
+  for (; blocks > 0; --blocks, a += kRows * rs_a, c += kRows * rs_c)
+    tiny_block512_half<kRows>(k, alpha, a, rs_a, cs_a, b, rs_b, beta, c, rs_c, lanes);
+}
+
+// Rows [begin, end) of C: whole blocks of 4 rows, or 8 on AVX-512's vectors when `wide`,
+// then the rest as one block of its own.
+void tiny_row_range(bool wide, int64_t begin, int64_t end, int64_t n, int64_t k, float alpha, const MatrixView& a,
                     const MatrixView& b, float beta, float* c, int64_t rs_c) {
-  const float* a_rows = a.p + i * a.rs;
-  float* c_rows = c + i * rs_c;
-  switch (wide ? 4 + std::min<int64_t>(8, rows_left) : std::min<int64_t>(4, rows_left)) {
-    case 12: return tiny_rows512<8>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
-    case 11: return tiny_rows512<7>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
-    case 10: return tiny_rows512<6>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
-    case 9: return tiny_rows512<5>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
-    case 8: return tiny_rows512<4>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
-    case 7: return tiny_rows512<3>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
-    case 6: return tiny_rows512<2>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
-    case 5: return tiny_rows512<1>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
-    case 4: return tiny_rows<4>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
-    case 3: return tiny_rows<3>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
-    case 2: return tiny_rows<2>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
-    default: return tiny_rows<1>(n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c);
+  const int64_t block = wide ? 8 : 4;
+  for (int64_t i = begin; i < end;) {
+    const int64_t rows = std::min(block, end - i), blocks = rows < block ? 1 : (end - i) / block;
+    const float* a_rows = a.p + i * a.rs;
+    float* c_rows = c + i * rs_c;
+    i += rows * blocks;
+#define GK_TINY_ROWS(fn, r) fn<r>(blocks, n, k, alpha, a_rows, a.rs, a.cs, b.p, b.rs, beta, c_rows, rs_c)
+    switch (wide ? (n <= 8 ? 12 : 4) + rows : rows) {
+      case 20: GK_TINY_ROWS(tiny_rows512_half, 8); break;
+      case 19: GK_TINY_ROWS(tiny_rows512_half, 7); break;
+      case 18: GK_TINY_ROWS(tiny_rows512_half, 6); break;
+      case 17: GK_TINY_ROWS(tiny_rows512_half, 5); break;
+      case 16: GK_TINY_ROWS(tiny_rows512_half, 4); break;
+      case 15: GK_TINY_ROWS(tiny_rows512_half, 3); break;
+      case 14: GK_TINY_ROWS(tiny_rows512_half, 2); break;
+      case 13: GK_TINY_ROWS(tiny_rows512_half, 1); break;
+      case 12: GK_TINY_ROWS(tiny_rows512, 8); break;
+      case 11: GK_TINY_ROWS(tiny_rows512, 7); break;
+      case 10: GK_TINY_ROWS(tiny_rows512, 6); break;
+      case 9: GK_TINY_ROWS(tiny_rows512, 5); break;
+      case 8: GK_TINY_ROWS(tiny_rows512, 4); break;
+      case 7: GK_TINY_ROWS(tiny_rows512, 3); break;
+      case 6: GK_TINY_ROWS(tiny_rows512, 2); break;
+      case 5: GK_TINY_ROWS(tiny_rows512, 1); break;
+      case 4: GK_TINY_ROWS(tiny_rows, 4); break;
+      case 3: GK_TINY_ROWS(tiny_rows, 3); break;
+      case 2: GK_TINY_ROWS(tiny_rows, 2); break;
+      default: GK_TINY_ROWS(tiny_rows, 1); break;
+    }
+#undef GK_TINY_ROWS
   }
 }
 
@@ -259,13 +334,12 @@ bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a
   const int64_t kRowsPerBlock = tiny_rows_per_block(simd);
   threads = static_cast<int>(std::min<int64_t>(threads, ceil_div(m, kRowsPerBlock)));
   if (threads == 1) {  // (share()'s divisions were a tenth of a 5x5x5 call)
-    for (int64_t i = 0; i < m; i += kRowsPerBlock) tiny_row_block(wide, m - i, n, k, alpha, a, i, b, beta, c, rs_c);
+    tiny_row_range(wide, 0, m, n, k, alpha, a, b, beta, c, rs_c);
     return true;
   }
   parallel_parts(threads, [&](int tid, int nt) {
     const Range rows = share(ceil_div(m, kRowsPerBlock), tid, nt, kRowsPerBlock, m);
-    for (int64_t i = rows.begin; i < rows.end; i += kRowsPerBlock)
-      tiny_row_block(wide, m - i, n, k, alpha, a, i, b, beta, c, rs_c);
+    tiny_row_range(wide, rows.begin, rows.end, n, k, alpha, a, b, beta, c, rs_c);
   });
   return true;
 }

@@ -40,7 +40,9 @@ extern "C" void gk_pointwise_4x16_avx512(const gk_pointwise_args*);
 
 namespace gk {
 namespace {
-bool has_avx512() { return cpu().x86_avx512f; }
+// VL too: the entry's tiny blocks run 8-float vectors with masks (every AVX-512 CPU but
+// the Xeon Phi has it).
+bool has_avx512() { return cpu().x86_avx512f && cpu().x86_avx512vl; }
 bool has_avx2_fma() { return cpu().x86_avx2_fma; }
 
 // The AVX2 entries: GEMM kernel, blocking and the pointwise kernels both share.
