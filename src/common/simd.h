@@ -4,6 +4,7 @@
 #pragma once
 #pragma GCC diagnostic ignored "-Wpsabi"  // vectors only cross always-inline calls
 
+#include <cstdint>
 #include <cstring>
 
 namespace gk {
@@ -31,5 +32,24 @@ GK_INLINE v4 load4(const float* p) {
   return v;
 }
 GK_INLINE void store4(float* p, const v4& v) { std::memcpy(p, &v, sizeof v); }
+
+// Zeros d[0, n) (nothing when n <= 0) with vector stores and at most 3 single floats. GCC
+// turns a zeroing loop into `rep stos` (some 30 cycles to start, each call), over vectors
+// too where n is not a constant; the empty asm hides the trip count. A 32-wide panel of 20
+// columns zeroed its 12 padding floats per k step that way: 22x20x2725 took 80 us, 46
+// with 32 columns (49 after).
+GK_INLINE void zero_floats(float* d, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    store8(d + j, v8{});
+    __asm__("" : "+r"(j));
+  }
+  if (j + 4 <= n) {
+    store4(d + j, v4{});
+    j += 4;
+  }
+  for (int q = 0; q < 3; ++q)  // a fixed trip count: no memset either
+    if (j + q < n) d[j + q] = 0.0f;
+}
 
 }  // namespace gk

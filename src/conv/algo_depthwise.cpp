@@ -1061,7 +1061,7 @@ GK_INLINE void depthwise_plane(const Shape& s, const PaddedPlane& pp, const floa
     const int64_t ih = r - d.pad_top;
     float* dst = buffer + r * pp.sw * pp.len;
     if (ih < 0 || ih >= d.in_height) {
-      zero_run(dst, pp.sw * pp.len);
+      zero_floats(dst, pp.sw * pp.len);
     } else {
       split_phases(pp.sw, x + ih * d.in_width, d.in_width, d.pad_left, pp.len, dst);
     }

@@ -136,14 +136,14 @@ template <class V>
 GK_INLINE void split_phase(const DirectGeometry& g, const float* src, int64_t ph, float* phase) {
   const int64_t sw = g.sw, first_col = ph - g.pad_left;  // phase[i] reads column i * sw + first_col
   const int64_t lo = g.phase_lo[size_t(ph)], hi = g.phase_hi[size_t(ph)];
-  zero_run(phase, lo);
+  zero_floats(phase, lo);
   int64_t i = lo;
   if (sw == 2) {
     i = even_columns<V>(src, first_col, g.iw, i, hi, phase);
     if (sizeof(V) > sizeof(v8)) i = even_columns<v8>(src, first_col, g.iw, i, hi, phase);
   }
   for (; i < hi; ++i) phase[i] = src[i * sw + first_col];
-  zero_run(phase + hi, g.phase_len - hi);
+  zero_floats(phase + hi, g.phase_len - hi);
 }
 
 // The panel of the band from output row y for input channels [c0, c0 + cc) of one group's
@@ -157,14 +157,14 @@ GK_INLINE void build_panel(const DirectGeometry& g, const float* x, int64_t c0, 
       float* row = panel + (c * g.band_in_rows + i) * row_floats;
       const int64_t iy = y * g.sh - g.pad_top + i;
       if (iy < 0 || iy >= g.ih) {
-        zero_run(row, row_floats);
+        zero_floats(row, row_floats);
         continue;
       }
       const float* src = x + ((c0 + c) * g.ih + iy) * g.iw;
       if (g.sw == 1) {
-        zero_run(row, g.pad_left);
+        zero_floats(row, g.pad_left);
         copy_run(row + g.pad_left, src, g.iw);
-        zero_run(row + g.pad_left + g.iw, g.phase_len - g.pad_left - g.iw);
+        zero_floats(row + g.pad_left + g.iw, g.phase_len - g.pad_left - g.iw);
         continue;
       }
       for (int64_t ph = 0; ph < g.phases; ++ph) split_phase<V>(g, src, ph, row + ph * g.phase_len);
@@ -463,7 +463,7 @@ GK_INLINE void zero_panel_padding(const DirectGeometry& g, int64_t channels, flo
   const int64_t first = g.pad_top * row + g.pad_left;  // the first input float
   for (int64_t c = 0; c < channels; ++c) {
     float* ch = panel + c * channel;
-    zero_run(ch, first);
+    zero_floats(ch, first);
     // Between two rows' input: whole vectors (as calls, these short runs took 9% of a
     // 4-channel-group layer), the last one running up to 7 floats on, over zeros or input
     // written after (past the last channel's rows: its own zeroed rest, or the workspace's
@@ -474,7 +474,7 @@ GK_INLINE void zero_panel_padding(const DirectGeometry& g, int64_t channels, flo
       for (int64_t k = 0; k < gap; k += 8) store8(at + k, v8{});
     }
     const int64_t last = first + (g.ih - 1) * row + g.iw;
-    zero_run(ch + last, channel - last);
+    zero_floats(ch + last, channel - last);
   }
 }
 
@@ -510,7 +510,7 @@ GK_INLINE void image_to_planes(const float* x, int64_t channels, bool planar, in
   } else {
     blocks_to_planes<V>(x, channels / 8, rows, cols, pitch, planes);
   }
-  for (int64_t r = 0; r < channels * rows && cols < pitch; ++r) zero_run(planes + r * pitch + cols, pitch - cols);
+  for (int64_t r = 0; r < channels * rows && cols < pitch; ++r) zero_floats(planes + r * pitch + cols, pitch - cols);
 }
 template <class V>
 GK_INLINE void planes_to_image(const float* planes, int64_t channels, bool planar, int64_t rows, int64_t cols,

@@ -67,7 +67,7 @@ GK_INLINE void phase_image(const Shape& s, const PhaseImage& pi, const float* x,
       for (int64_t l = 0; l < nc; ++l) {
         float* dst = const_cast<float*>(pi.row(xs, c0 + l, ihp, 0));  // its sw phases, len apart
         if (outside) {
-          zero_run(dst, pi.sw * pi.len);
+          zero_floats(dst, pi.sw * pi.len);
         } else {
           split_phases(pi.sw, blocked ? rows + l * w : src, w, d.pad_left, pi.len, dst);
         }
@@ -129,7 +129,7 @@ GK_INLINE void pack_im2col_panel(const Shape& s, const PhaseImage& pi, const flo
       const Run& run = runs[i];
       copy_run(dst + run.t, pi.row(xs, c, run.ih0 + dr, phase) + run.ow + shift, run.len);
     }
-    zero_run(dst + cols, nr - cols);
+    zero_floats(dst + cols, nr - cols);
     if (++sx == d.kernel_w) {
       sx = 0;
       if (++r == d.kernel_h) r = 0, ++c;
@@ -191,7 +191,7 @@ GK_INLINE void pack_blocked_panel(const float* x, int64_t pixels, int64_t k0, in
     }
     for (; j < cols; ++j)
       for (int64_t l = 0; l < lanes; ++l) rows[l * nr + j] = block[(j0 + j) * 8 + lane0 + l];
-    for (int64_t l = 0; l < lanes; ++l) zero_run(rows + l * nr + cols, nr - cols);
+    for (int64_t l = 0; l < lanes; ++l) zero_floats(rows + l * nr + cols, nr - cols);
     k += lanes;
   }
 }

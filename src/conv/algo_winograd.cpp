@@ -813,7 +813,7 @@ class WinogradConv final : public Prepared {
     if (used < nr_)
       for (int64_t xi = 0; xi < A * A; ++xi)
         for (int64_t c = 0; c < icn; ++c)
-          zero_run(v + xi * plane(icn * width) + (width - nr_) * icn + c * nr_ + used, nr_ - used);
+          zero_floats(v + xi * plane(icn * width) + (width - nr_) * icn + c * nr_ + used, nr_ - used);
   }
 
   // Channel vectors: tile t's alpha x alpha window of channel block `block`: in the image x
@@ -830,17 +830,17 @@ class WinogradConv final : public Prepared {
     for (int64_t r = 0; r < A; ++r) {
       float* dst = copy + r * A * 8;
       if (iy + r < 0 || iy + r >= h) {
-        zero_run(dst, A * 8);
+        zero_floats(dst, A * 8);
         continue;
       }
-      zero_run(dst, lo * 8);
+      zero_floats(dst, lo * 8);
       const float* src = image + ((iy + r) * w + ix) * pixel;
       if (pixel == 8) {  // pixels 8 floats apart (NCHW8, or NHWC of 8 channels): one run
         copy_run(dst + lo * 8, src + lo * 8, (hi - lo) * 8);
       } else {
         for (int64_t c = lo; c < hi; ++c) copy_run(dst + c * 8, src + c * pixel, 8);
       }
-      zero_run(dst + hi * 8, (A - hi) * 8);
+      zero_floats(dst + hi * 8, (A - hi) * 8);
     }
     return {copy, A * 8, 8};
   }
@@ -923,7 +923,7 @@ class WinogradConv final : public Prepared {
         fns_.in_pixel_major(tiles, count8, vb + pos * 8, xi_stride);
       }
       if (count < width)
-        for (int xi = 0; xi < A * A; ++xi) zero_run(vb + xi * xi_stride + count * 8, (width - count) * 8);
+        for (int xi = 0; xi < A * A; ++xi) zero_floats(vb + xi * xi_stride + count * 8, (width - count) * 8);
     }
   }
 
@@ -1069,7 +1069,7 @@ class WinogradConv final : public Prepared {
           const int64_t ih = r - d.pad_top;
           float* dst = padded + (c * hp_ + r) * M * len_;
           if (ih < 0 || ih >= d.in_height) {
-            zero_run(dst, M * len_);
+            zero_floats(dst, M * len_);
           } else {
             fns_.split(x + (c * d.in_height + ih) * d.in_width, d.in_width, d.pad_left, len_, dst);
           }

@@ -285,7 +285,7 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0
   // whole chunk first took a quarter of a grouped layer's time), up to the last pixel a
   // whole tile reads.
   const int64_t tiled = std::min(chunk_pixels_, round_up(count, 12));
-  for (int64_t q = q0; q < q1; ++q) zero_run(dst + ((q - q0) * chunk_pixels_ + count) * 8, (tiled - count) * 8);
+  for (int64_t q = q0; q < q1; ++q) zero_floats(dst + ((q - q0) * chunk_pixels_ + count) * 8, (tiled - count) * 8);
   // Row by row of the chunk, (tap, block) by (tap, block), each written in order; a tap's
   // columns inside the row come from gather_columns_, with no division per run.
   const int64_t tap0 = q0 / in_blocks_, oh0 = p0 / s_.ow, ow00 = p0 % s_.ow;
@@ -305,8 +305,8 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk(const float* x, int64_t p0
         if (ih < 0 || ih >= d.in_height || lo >= hi) lo = hi = ow0;
         float* out = row_out + t * 8;  // column ow0
         t += len;
-        if (lo > ow0) zero_run(out, (lo - ow0) * 8);
-        if (hi < ow0 + len) zero_run(out + (hi - ow0) * 8, (ow0 + len - hi) * 8);
+        if (lo > ow0) zero_floats(out, (lo - ow0) * 8);
+        if (hi < ow0 + len) zero_floats(out + (hi - ow0) * 8, (ow0 + len - hi) * 8);
         if (lo == hi) continue;
         out += (lo - ow0) * 8;
         const float* src = plane_in + (ih * d.in_width + lo * d.stride_w + off) * 8;
@@ -341,7 +341,7 @@ GK_POINTWISE_TARGET void PointwiseNchw8::gather_chunk_nhwc(const float* x, int64
       const int64_t real = inside ? std::max(lo, std::min(hi, tap * cs + c)) : lo;
       // Padded taps copy nothing and form no pointer (theirs would lie outside the image).
       if (real > lo) copy_run(row + lo, x + (ih * d.in_width + iw) * c + lo - tap * cs, real - lo);
-      zero_run(row + real, hi - real);
+      zero_floats(row + real, hi - real);
     }
   }
 }
@@ -564,7 +564,7 @@ GK_POINTWISE_TARGET void PointwiseNchw8::run_tiles_nhwc(const Panel& p, int64_t 
       for (int64_t i = 0; i < p.mr; ++i) {
         const int64_t copied = i < real ? rows : 0;
         copy_run(xs + i * row, a + (t0 - p0 + whole + i) * a_row, copied);
-        zero_run(xs + i * row + copied, row - copied);
+        zero_floats(xs + i * row + copied, row - copied);
       }
       args.x = xs, args.x_row_stride = row;
       args.y = stage + whole * 8, args.tiles = 1;

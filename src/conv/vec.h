@@ -22,12 +22,6 @@ GK_INLINE void copy_run(float* __restrict dst, const float* __restrict src, int6
   store8(dst + n - 8, load8(src + n - 8));
 }
 
-GK_INLINE void zero_run(float* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) store8(dst + i, v8{});
-  for (; i < n; ++i) dst[i] = 0.0f;
-}
-
 // Lanes [real, 8) of `pixels` consecutive 8-lane pixels set to 0: the padding channels of a
 // blocked output's last block. Some paths leave them unwritten, and the pointwise kernels
 // compute them from zero weights, which a NaN or Inf input still turns into NaN. One
@@ -107,13 +101,13 @@ GK_INLINE void finish_lanes(float* out, int64_t stride, int64_t n, v8 v, const F
 // an input plane, zero-padded, gathered at a stride.
 GK_INLINE void gather_padded(float* dst, const float* src, int64_t stride, int64_t lo, int64_t hi,
                              int64_t n) {
-  zero_run(dst, lo);
+  zero_floats(dst, lo);
   if (stride == 1) {
     copy_run(dst + lo, src + lo, hi - lo);
   } else {
     for (int64_t i = lo; i < hi; ++i) dst[i] = src[i * stride];
   }
-  zero_run(dst + hi, n - hi);
+  zero_floats(dst + hi, n - hi);
 }
 
 // r[i][j] -> r[j][i] for an 8 x 8 block held as 8 vectors.
@@ -268,7 +262,7 @@ GK_INLINE void split_phases(const float* row, int64_t width, int64_t pad, int64_
   }
   for (; i < inside_end; ++i)
     for (int64_t q = 0; q < M; ++q) element(i, q);
-  for (int64_t q = 0; q < M; ++q) zero_run(dst + q * len + i, len - i);
+  for (int64_t q = 0; q < M; ++q) zero_floats(dst + q * len + i, len - i);
 }
 
 // The same with the phase count known at run time (a convolution's stride).

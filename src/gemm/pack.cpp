@@ -55,16 +55,6 @@ GK_INLINE void copy_floats(const float* s, float* d) {
   for (; j < n; ++j) d[j] = s[j];
 }
 
-// Zeros d[from, to) with vector stores: a plain loop became an inline `rep stos`, whose
-// start-up cost per k step of a narrow edge panel was a third of a 20x20x20 GEMM.
-GK_INLINE void zero_floats(float* d, int64_t from, int64_t to) {
-  int64_t j = from;
-  for (; j + 8 <= to; j += 8) store8(d + j, v8{});
-  for (; j + 4 <= to; j += 4) store4(d + j, v4{});
-  for (int q = 0; q < 3; ++q)  // fixed trip count: no memset call or expansion
-    if (j + q < to) d[j + q] = 0.0f;
-}
-
 // The first n < width floats of a row, then zeros to the panel width (a libc memcpy call
 // per k step took most of 6x6x100000's time).
 GK_INLINE void copy_floats_padded(const float* s, float* d, int64_t n, int width) {
@@ -73,7 +63,7 @@ GK_INLINE void copy_floats_padded(const float* s, float* d, int64_t n, int width
   for (; j + 4 <= n; j += 4) store4(d + j, load4(s + j));
   for (int q = 0; q < 3; ++q)
     if (j + q < n) d[j + q] = s[j + q];
-  zero_floats(d, n, width);
+  zero_floats(d + n, width - n);
 }
 
 // The same for a row that may be read past n up to the next multiple of 8 (the matrix
@@ -89,7 +79,7 @@ GK_INLINE void copy_floats_overread(const float* s, float* d, int64_t n, int wid
     store8(d + j, reinterpret_cast<v8>(reinterpret_cast<v8i>(load8(s + j)) & tail));
     j += 8;
   }
-  zero_floats(d, j, width);
+  zero_floats(d + j, width - j);
 }
 
 // dst[p * width + t] = src[t * s_t + p * s_p] for t < count, zero for count <= t < width.
@@ -166,13 +156,13 @@ GK_INLINE void pack_panel_impl(const float* src, int64_t s_t, int64_t s_p, int64
     for (int64_t p = p8; p < kc; ++p) {
       float* d = dst + p * width;
       for (int64_t t = 0; t < count; ++t) d[t] = src[t * s_t + p];
-      zero_floats(d, count, width);
+      zero_floats(d + count, width - count);
     }
     return;
   }
   for (int64_t p = 0; p < kc; ++p, dst += width) {
     for (int64_t t = 0; t < count; ++t) dst[t] = src[t * s_t + p * s_p];
-    zero_floats(dst, count, width);
+    zero_floats(dst + count, width - count);
   }
 }
 
