@@ -828,8 +828,8 @@ TEST(Driver, PerPanelWithBsRowsPackedOrInPlace) {
 }
 
 // The in-place-A path (src/gemm/in_place_a.cpp): few columns, A's rows read in place by
-// the pointwise kernels. Rows past the last whole 4- and 6-row tile (one-row calls) and
-// across the 12-row thread shares, columns around the 8/16/24-wide panels up to the limit,
+// the pointwise kernels. Rows past the last whole tile (4-row calls where the kernel has
+// them, one-row calls) and across the 12-row thread shares, columns around the 8/16/24-wide panels up to the limit,
 // K at its lower bound (max(128, 2N)), odd, over two KC blocks (balanced halves, not
 // multiples of 8), and long enough that the product is past the small paths' size;
 // row-major A (B plain or transposed) and column-major with B's rows as the inner A; ld
@@ -846,7 +846,7 @@ TEST(Sgemm, InPlaceAEveryRowAndColumnEdge) {
     const double small = cfg.paths.small_multiply_adds;
     int index = 0;
     for (int64_t n : columns)
-      for (int64_t m : {12, 23, 61}) {
+      for (int64_t m : {12, 20, 23, 61}) {
         bool ran_in_place = false, all_few_vectors = true;
         for (int64_t k : {std::max<int64_t>(128, 2 * n) + 3, 2 * cfg.kc + 3,
                           std::max<int64_t>(128, std::max<int64_t>(2 * n, int64_t(small / double(m * n)))) + 3}) {
