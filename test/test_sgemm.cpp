@@ -955,6 +955,41 @@ TEST(Sgemm, TinyPathEveryBlockEdge) {
   gk_set_num_threads(0);
 }
 
+// A's and B's columns contiguous (row-major TT, column-major TT) with K at least 3 M from
+// 16 rows: the tiny path computes C^T = B^T A^T into a staged buffer (nothing gathered)
+// and adds it back transposed in 8 x 8 blocks, the edges float by float. Rows and columns
+// around the 8 x 8 blocks and the kernel's row blocks, K at the threshold and past it,
+// alpha, beta (0 with C NaN: C not read), padded leading dimensions, 1 and 2 threads
+// (row blocks of C^T shared). Where K is under 3 M (or M under 16) B is gathered as before;
+// both run the tiny path.
+TEST(Sgemm, TinyPathTransposedProductAddedBack) {
+  const std::vector<int64_t> rows = gktest::quick() ? std::vector<int64_t>{16, 23} : std::vector<int64_t>{15, 16, 17, 23, 24, 40};
+  const std::vector<int64_t> cols = gktest::quick() ? std::vector<int64_t>{5, 13} : std::vector<int64_t>{1, 2, 7, 8, 9, 13, 16, 17, 31};
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    const gk::PathLimits& l = gk::derive_blocking(ker).paths;
+    int pick = 0;
+    for (int64_t m : rows)
+      for (int64_t n : cols)
+        for (int64_t k : {3 * m - 1, 3 * m, 3 * m + 5}) {
+          const bool rm = pick % 2 == 0;
+          Case c{m, n, k, rm, true, true, kAlphas[1 + pick / 2 % 2], kBetas[pick % 3], int64_t(pick % 4 == 3 ? 2 : 0)};
+          if (!rm) std::swap(c.m, c.n);  // column-major TT: the row-stored product is C^T = B^T A^T of m x n
+          gk_set_num_threads(1 + pick / 3 % 2);
+          ++pick;
+          ASSERT_TRUE(run_case(c, /*fortran=*/!rm && pick % 5 == 0));
+          if (!l.tiny_blocks || double(m) * n * k > l.small_multiply_adds) continue;
+          const gk::GemmPath ran = gk::last_gemm_path();
+          if (n == 1) {  // one column of C: A streamed once (GEMV)
+            EXPECT_EQ(ran, gk::GemmPath::GemvColumns) << describe(c);
+            continue;
+          }
+          EXPECT_TRUE(ran == gk::GemmPath::Tiny || ran == gk::GemmPath::TinyNarrow || ran == few_vectors_path(l, c))
+              << describe(c) << " ran " << gk::path_name(ran);
+        }
+  });
+  gk_set_num_threads(0);
+}
+
 // At most one tiny row block (8 rows with AVX-512, 4 with AVX2) with B's rows contiguous
 // runs the tiny path at any size on one thread: B read once, in place. Every row count up
 // to a block and past it, each product past the small ones, columns ending in a masked

@@ -175,9 +175,7 @@ template <int kRows, int kVectors>
 GK_TINY512_TARGET void tiny_block512(int64_t k, float alpha, const float* a, int64_t rs_a, int64_t cs_a,
                                      const float* b, int64_t rs_b, float beta, float* c, int64_t rs_c,
                                      __mmask16 last) {
-  // As tiny_block, one vector a row takes two chains, but 8 rows are chains enough
-  // (256x14x5 0.80 -> 0.62 us, 294x16x10 1.26 -> 1.06).
-  constexpr int kSets = kVectors == 1 && kRows < 8 ? 2 : 1;
+  constexpr int kSets = kVectors == 1 ? 2 : 1;  // as tiny_block: one vector a row, two chains
   __m512 acc[kSets][kRows][kVectors];
   #pragma GCC unroll 2
   for (int s = 0; s < kSets; ++s)
@@ -209,12 +207,10 @@ GK_TINY512_TARGET void tiny_block512(int64_t k, float alpha, const float* a, int
 }
 
 // A block of at most 8 columns on 8-float vectors: a 16-float vector leaves half of each
-// FMA's lanes or more unused (us, 16- / 8-float: 256x7x5 0.74 / 0.50, 465x5x32 4.6 / 3.6,
-// 44x6x30 TT 0.51 / 0.45). Two chains, even and odd k steps, as tiny_block's one-vector
-// blocks (one chain at 8 rows, or the loop in tiny_block512's form, ran slower); B's row
-// and C's lanes through AVX-512VL masks. VL also gives the 8-float vectors registers
-// 16-31: without them GCC spilled the accumulators.
-
+// FMA's lanes or more unused (us, 16- / 8-float: 256x7x5 0.63 / 0.48, 465x5x32 4.7 / 3.7,
+// 200x5x59 3.2 / 2.6, 44x6x30 TT 0.54 / 0.43). Two chains, even and odd k steps, as
+// tiny_block's one-vector blocks; B's row and C's lanes through AVX-512VL masks. VL also
+// gives the 8-float vectors registers 16-31: without them GCC spilled the accumulators.
 #define GK_TINY512VL_TARGET __attribute__((target("avx512f,avx512vl,avx2,fma"), always_inline)) inline
 
 template <int kRows>
@@ -319,29 +315,108 @@ void tiny_row_range(bool wide, int64_t begin, int64_t end, int64_t n, int64_t k,
   }
 }
 
-}  // namespace
-
-bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b_user,
-               float beta, float* c, int64_t rs_c, int threads, SimdLevel simd) {
+// Rows [0, m) of C = alpha A B + beta C on B's contiguous rows, threads sharing the row blocks.
+void tiny_rows_threaded(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
+                        float beta, float* c, int64_t rs_c, int threads, SimdLevel simd) {
   const bool wide = simd == SimdLevel::Avx512;
-  MatrixView b = b_user;
-  if (b.cs != 1) {  // B's rows gathered once into contiguous rows (the packing transpose)
-    float* rows = scratch(ScratchSlot::Edge, k * n);
-    if (!rows) return workspace_unavailable("the transposed B of the tiny path", k * n);
-    PlainB(b).pack_panel(0, k, 0, n, static_cast<int>(n), rows);
-    b = {rows, n, 1};
-  }
-  // Threads take shares of the row blocks.
   const int64_t kRowsPerBlock = tiny_rows_per_block(simd);
   if (threads > 1) threads = static_cast<int>(std::min<int64_t>(threads, ceil_div(m, kRowsPerBlock)));
   if (threads == 1) {  // (share()'s and ceil_div's divisions were a tenth of a 5x5x5 call)
     tiny_row_range(wide, 0, m, n, k, alpha, a, b, beta, c, rs_c);
-    return true;
+    return;
   }
   parallel_parts(threads, [&](int tid, int nt) {
     const Range rows = share(ceil_div(m, kRowsPerBlock), tid, nt, kRowsPerBlock, m);
     tiny_row_range(wide, rows.begin, rows.end, n, k, alpha, a, b, beta, c, rs_c);
   });
+}
+
+// Whether C^T = B^T A^T (vectors along M, C staged and added transposed: M x N floats
+// moved) beats gathering B's rows (vectors along N, K x N floats moved), A's columns and
+// B's columns contiguous (row-major TT): where K is at least 3 M. us, gathered /
+// transposed: 71x10x942 23.5 / 14.4, 30x30x300 6.3 / 3.9, 46x58x175 9.6 / 6.7, 16x48x100
+// 1.47 / 1.24; even at 64^3 and 32^3; 20x40x40 0.68 / 0.86, 96^3 12.1 / 13.1, and
+// 10000x8x100 306 / 420 (the few-column rows: 80000 floats transposed against 800).
+bool tiny_transposed_pays(int64_t m, int64_t k) { return m >= 16 && k >= 3 * m; }
+
+// An 8 x 8 block transposed in registers: on return r[q] holds what was column q.
+GK_TINY_TARGET void transpose_8x8(__m256 (&r)[8]) {
+  __m256 t[8], u[8];
+#pragma GCC unroll 4
+  for (int q = 0; q < 8; q += 2) {
+    t[q] = _mm256_unpacklo_ps(r[q], r[q + 1]);
+    t[q + 1] = _mm256_unpackhi_ps(r[q], r[q + 1]);
+  }
+#pragma GCC unroll 2
+  for (int q = 0; q < 8; q += 4) {
+    u[q] = _mm256_shuffle_ps(t[q], t[q + 2], 0x44);
+    u[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], 0xee);
+    u[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0x44);
+    u[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0xee);
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2f128_ps(u[q], u[q + 4], 0x20);
+    r[q + 4] = _mm256_permute2f128_ps(u[q], u[q + 4], 0x31);
+  }
+}
+
+// C = staged^T + beta C, staged n x m (its rows are C's columns), in 8 x 8 blocks
+// transposed in registers, the edges float by float; beta == 0 never reads C.
+__attribute__((target("avx2,fma"))) void add_transposed(int64_t m, int64_t n, const float* staged, float beta,
+                                                       float* c, int64_t rs_c) {
+  const auto add = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {  // C[i0, i1) x [j0, j1)
+    for (int64_t i = i0; i < i1; ++i) {
+      float* out = c + i * rs_c;
+      if (beta == 0.0f) {
+        for (int64_t j = j0; j < j1; ++j) out[j] = staged[j * m + i];
+      } else {
+        for (int64_t j = j0; j < j1; ++j) out[j] = staged[j * m + i] + beta * out[j];
+      }
+    }
+  };
+  const __m256 beta_v = _mm256_set1_ps(beta);
+  int64_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      __m256 r[8];
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; ++q) r[q] = _mm256_loadu_ps(staged + (j + q) * m + i);
+      transpose_8x8(r);
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; ++q) {
+        float* out = c + (i + q) * rs_c + j;
+        _mm256_storeu_ps(out, beta == 0.0f ? r[q] : _mm256_fmadd_ps(_mm256_loadu_ps(out), beta_v, r[q]));
+      }
+    }
+    add(i, i + 8, j, n);
+  }
+  add(i, m, 0, n);
+}
+
+}  // namespace
+
+bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
+               float beta, float* c, int64_t rs_c, int threads, SimdLevel simd) {
+  if (b.cs == 1) {
+    tiny_rows_threaded(m, n, k, alpha, a, b, beta, c, rs_c, threads, simd);
+    return true;
+  }
+  if (a.rs == 1 && tiny_transposed_pays(m, k)) {
+    // C^T = B^T A^T: A^T's rows are A's contiguous columns, so nothing is gathered; C^T
+    // staged, then added transposed.
+    float* staged = scratch(ScratchSlot::Edge, m * n);
+    if (!staged) return workspace_unavailable("the staged C^T of the tiny path", m * n);
+    tiny_rows_threaded(n, m, k, alpha, b.transposed(), a.transposed(), 0.0f, staged, m, threads, simd);
+    add_transposed(m, n, staged, beta, c, rs_c);
+    return true;
+  }
+  // B's rows gathered once into contiguous rows (the packing transpose).
+  float* rows = scratch(ScratchSlot::Edge, k * n);
+  if (!rows) return workspace_unavailable("the transposed B of the tiny path", k * n);
+  PlainB(b).pack_panel(0, k, 0, n, static_cast<int>(n), rows);
+  tiny_rows_threaded(m, n, k, alpha, a, {rows, n, 1}, beta, c, rs_c, threads, simd);
   return true;
 }
 #else
