@@ -914,11 +914,12 @@ TEST(Driver, SmallPathMatchesPackedPath) {
 // forced: on x86-64 the kernels take the unpacked tiny path (src/gemm/tiny.cpp), whose
 // blocks are 1-4 rows x 1-3 8-float vectors (AVX2) or 1-8 rows x 1-3 16-float vectors or
 // one 8-float vector of at most 8 columns (AVX-512), the last vector masked, with a second
-// accumulator set when a block is one vector wide and has fewer than 8 rows, whole blocks
-// one after the other in one call, then the rest. Every row remainder, several whole
-// blocks, column counts around each vector and the 24 / 16 + 16 split, odd and even K, and
-// K past the no-pack path's limit; layouts, transposes (a transposed B is gathered first),
-// alpha, beta and padded leading dimensions by turns.
+// accumulator set when a block is one vector wide (but for 16-float blocks of 8 rows),
+// whole blocks one after the other in one call, then the rest. Every row remainder, several
+// whole blocks, column counts around each vector and the 24 / 16 + 16 split, odd and even
+// K, and K past the no-pack path's limit; layouts, transposes (a transposed B is gathered
+// first, or with A transposed too and a long K the product runs transposed), alpha, beta
+// and padded leading dimensions by turns.
 TEST(Sgemm, TinyPathEveryBlockEdge) {
   const bool q = gktest::quick();
   const std::vector<int64_t> rows =
@@ -956,36 +957,42 @@ TEST(Sgemm, TinyPathEveryBlockEdge) {
 }
 
 // A's and B's columns contiguous (row-major TT, column-major TT) with K at least 3 M from
-// 16 rows: the tiny path computes C^T = B^T A^T into a staged buffer (nothing gathered)
-// and adds it back transposed in 8 x 8 blocks, the edges float by float. Rows and columns
-// around the 8 x 8 blocks and the kernel's row blocks, K at the threshold and past it,
-// alpha, beta (0 with C NaN: C not read), padded leading dimensions, 1 and 2 threads
-// (row blocks of C^T shared). Where K is under 3 M (or M under 16) B is gathered as before;
-// both run the tiny path.
+// 16 rows, A within L2: the tiny path computes C^T = B^T A^T into a staged buffer (nothing
+// gathered) and adds it back transposed in 8 x 8 blocks, the edges float by float. Rows and
+// columns around the 8 x 8 blocks and the kernel's row blocks, K at the threshold and past
+// it, alpha, beta (0 with C NaN: C not read) for each K, padded leading dimensions; on two
+// threads, the tiny-narrow path's products of up to 24 columns (row blocks of C^T shared).
+// Where K is under 3 M (or M under 16) B is gathered as before; both run the tiny paths
+// (one column of C: the GEMV).
 TEST(Sgemm, TinyPathTransposedProductAddedBack) {
   const std::vector<int64_t> rows = gktest::quick() ? std::vector<int64_t>{16, 23} : std::vector<int64_t>{15, 16, 17, 23, 24, 40};
-  const std::vector<int64_t> cols = gktest::quick() ? std::vector<int64_t>{5, 13} : std::vector<int64_t>{1, 2, 7, 8, 9, 13, 16, 17, 31};
+  const std::vector<int64_t> cols = gktest::quick() ? std::vector<int64_t>{5, 13, 24} : std::vector<int64_t>{1, 2, 7, 8, 9, 13, 16, 17, 24, 31};
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
     const gk::PathLimits& l = gk::derive_blocking(ker).paths;
     int pick = 0;
+    std::vector<std::array<int64_t, 3>> shapes;
     for (int64_t m : rows)
       for (int64_t n : cols)
-        for (int64_t k : {3 * m - 1, 3 * m, 3 * m + 5}) {
-          const bool rm = pick % 2 == 0;
-          Case c{m, n, k, rm, true, true, kAlphas[1 + pick / 2 % 2], kBetas[pick % 3], int64_t(pick % 4 == 3 ? 2 : 0)};
-          if (!rm) std::swap(c.m, c.n);  // column-major TT: the row-stored product is C^T = B^T A^T of m x n
-          gk_set_num_threads(1 + pick / 3 % 2);
-          ++pick;
-          ASSERT_TRUE(run_case(c, /*fortran=*/!rm && pick % 5 == 0));
-          if (!l.tiny_blocks || double(m) * n * k > l.small_multiply_adds) continue;
-          const gk::GemmPath ran = gk::last_gemm_path();
-          if (n == 1) {  // one column of C: A streamed once (GEMV)
-            EXPECT_EQ(ran, gk::GemmPath::GemvColumns) << describe(c);
-            continue;
-          }
-          EXPECT_TRUE(ran == gk::GemmPath::Tiny || ran == gk::GemmPath::TinyNarrow || ran == few_vectors_path(l, c))
-              << describe(c) << " ran " << gk::path_name(ran);
-        }
+        for (int64_t k : {3 * m - 1, 3 * m, 3 * m + 5}) shapes.push_back({m, n, k});
+    shapes.insert(shapes.end(), {{64, 24, 600}, {96, 20, 600}});  // past the small products: two threads
+    for (const auto& [m, n, k] : shapes) {
+      const bool rm = pick % 2 == 0;
+      Case c{m, n, k, rm, true, true, kAlphas[1 + pick / 2 % 2], kBetas[pick / 3 % 3], int64_t(pick % 4 == 3 ? 2 : 0)};
+      if (!rm) std::swap(c.m, c.n);  // column-major TT: the row-stored product is C^T = B^T A^T of m x n
+      gk_set_num_threads(2);  // the small products take one thread whatever the setting
+      ++pick;
+      ASSERT_TRUE(run_case(c, /*fortran=*/!rm && pick % 5 == 0));
+      if (!l.tiny_blocks) continue;
+      const gk::GemmPath ran = gk::last_gemm_path();
+      if (n == 1) {  // one column of C: A streamed once (GEMV)
+        EXPECT_EQ(ran, gk::GemmPath::GemvColumns) << describe(c);
+      } else if (double(m) * n * k > l.small_multiply_adds) {
+        EXPECT_EQ(ran, gk::GemmPath::TinyNarrow) << describe(c) << " ran " << gk::path_name(ran);
+      } else {
+        EXPECT_TRUE(ran == gk::GemmPath::Tiny || ran == gk::GemmPath::TinyNarrow || ran == few_vectors_path(l, c))
+            << describe(c) << " ran " << gk::path_name(ran);
+      }
+    }
   });
   gk_set_num_threads(0);
 }

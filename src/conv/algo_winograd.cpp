@@ -479,8 +479,8 @@ GK_WINOGRAD_TRANSFORMS(avx512, "avx512f,avx512vl,avx2,fma")
 template <int M>
 TransformFns<M> transform_fns() {
 #if defined(__x86_64__)
-  // AVX-512VL: every AVX-512 CPU but Xeon Phi (the kernel table asks only for AVX-512F).
-  if (active_config().kernel->simd == SimdLevel::Avx512 && __builtin_cpu_supports("avx512vl"))
+  // AVX-512VL: the kernel table's AVX-512 entry asks for it.
+  if (active_config().kernel->simd == SimdLevel::Avx512)
     return transform_fns_avx512<M>();
   if (conv_config().kernel->simd != SimdLevel::Baseline) return transform_fns_avx2<M>();
 #endif

@@ -383,7 +383,7 @@ bool gemm_small(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
 // x86-64 with AVX2 or wider. `simd`: the active kernel's level; AVX-512 runs 16-float
 // vectors.
 constexpr int64_t kTinyNarrowColumns = 24;
-// The tiny path's rows per block: 8 on 16-float vectors (AVX-512), 4 on 8-float ones.
+// The tiny path's rows per block: 8 with AVX-512's vectors, 4 with AVX2's.
 constexpr int64_t tiny_rows_per_block(SimdLevel simd) { return simd == SimdLevel::Avx512 ? 8 : 4; }
 bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
                float beta, float* c, int64_t rs_c, int threads, SimdLevel simd);

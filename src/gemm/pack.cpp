@@ -40,8 +40,8 @@ GK_INLINE void store_transposed(const v8 g[4], float* dst, int width) {
     return;
   }
   // Unrolled, so g stays in registers: with a width known only at run time GCC kept the
-  // loop, wrote g to the stack and read it back (a third of 46x58x175 TT's time went to
-  // gathering B^T's 58 columns).
+  // loop, wrote g to the stack and read it back (the tiny path's gather of B's 58 columns
+  // was a third of 46x58x175 TT's time then: 10.4 -> 9.1 us).
 #pragma GCC unroll 4
   for (int q = 0; q < 4; ++q) {
     store4(dst + q * width, low_half(g[q]));

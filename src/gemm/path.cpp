@@ -185,7 +185,7 @@ PathLimits path_limits(const KernelInfo& kernel) {
   l.few_columns_axpy_max_columns = kernel.simd == SimdLevel::Avx512 ? 8 : 0;
   l.few_columns_axpy_min_rows = 128;
   l.few_columns_axpy_max_sums_bytes = c.l1d / 2;
-  // Up to one row block of the tiny path (8 rows on 16-float vectors, 4 on 8-float ones)
+  // Up to one row block of the tiny path (8 rows with AVX-512, 4 with AVX2)
   // with B's rows contiguous, B is read once, in place, at any size: 7x742x181 ran at 33
   // GFLOP/s packed, where 7x700x180 (within the small products) ran at 100 on the tiny path;
   // 8x500x500 32 -> 95. AVX2 forced: 4x500x460 41 -> 53, 4x480x480 A transposed 32 -> 48.

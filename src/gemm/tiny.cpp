@@ -1,4 +1,4 @@
-// GEMMs computed straight from the operands, nothing packed and nothing staged: small
+// GEMMs computed straight from the operands, nothing packed: small
 // products (up to about 96^3 multiply-adds, any K, one thread), C of one row block with
 // B's rows contiguous at any size, and products of at most 24 columns at any M (the
 // tiny-narrow path; choose_gemm_path in path.cpp says when).
@@ -15,7 +15,9 @@
 // with A transposed 68.6 / 45.9; within noise at 64x128x64 (75.5 / 78.0). From 128^3 on it
 // falls behind (B's rows leave L1). A B with strided columns (a transposed B) is first
 // gathered into contiguous rows, once: 20^3 NT 0.89x OpenBLAS before (when that buffer
-// cannot be had, the call runs on the no-heap path). With AVX-512 active, blocks of up to
+// cannot be had, the call runs on the no-heap path); or, with A's columns contiguous too,
+// C^T = B^T A^T is computed into a staged buffer and added back transposed
+// (tiny_transposed_pays). With AVX-512 active, blocks of up to
 // 8 rows x 48 columns on 16-float vectors (Xeon model 207, 1 thread, against OpenBLAS on
 // its SkylakeX kernels: 32^3 0.31 -> 0.85x, 64^3 0.45 -> 0.89x, 96^3 0.44 -> 0.79x on the
 // AVX2 blocks before), and blocks of at most 8 columns on 8-float vectors. x86-64 only:
@@ -280,12 +282,15 @@ __attribute__((target("avx512f,avx512vl,avx2,fma"))) void tiny_rows512_half(int6
     tiny_block512_half<kRows>(k, alpha, a, rs_a, cs_a, b, rs_b, beta, c, rs_c, lanes);
 }
 
-// Rows [begin, end) of C: whole blocks of 4 rows, or 8 on AVX-512's vectors when `wide`,
-// then the rest as one block of its own.
-void tiny_row_range(bool wide, int64_t begin, int64_t end, int64_t n, int64_t k, float alpha, const MatrixView& a,
-                    const MatrixView& b, float beta, float* c, int64_t rs_c) {
-  const int block_shift = wide ? 3 : 2;  // 8 or 4 rows (a shift: a division was 2 ns of a 4x4x4 call)
-  const int64_t block = int64_t{1} << block_shift;
+// Rows [begin, end) of C: whole blocks of tiny_rows_per_block rows, then the rest as one
+// block of its own.
+void tiny_row_range(SimdLevel simd, int64_t begin, int64_t end, int64_t n, int64_t k, float alpha,
+                    const MatrixView& a, const MatrixView& b, float beta, float* c, int64_t rs_c) {
+  const bool wide = simd == SimdLevel::Avx512;
+  const int64_t block = tiny_rows_per_block(simd);
+  static_assert(tiny_rows_per_block(SimdLevel::Avx512) == 8 && tiny_rows_per_block(SimdLevel::Avx2) == 4,
+                "the switch below has 8- and 4-row kernels");
+  const int block_shift = __builtin_ctzll(block);  // (a division was 2 ns of a 4x4x4 call)
   for (int64_t i = begin; i < end;) {
     const int64_t rows = std::min(block, end - i), blocks = rows < block ? 1 : (end - i) >> block_shift;
     const float* a_rows = a.p + i * a.rs;
@@ -321,26 +326,30 @@ void tiny_row_range(bool wide, int64_t begin, int64_t end, int64_t n, int64_t k,
 // Rows [0, m) of C = alpha A B + beta C on B's contiguous rows, threads sharing the row blocks.
 void tiny_rows_threaded(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
                         float beta, float* c, int64_t rs_c, int threads, SimdLevel simd) {
-  const bool wide = simd == SimdLevel::Avx512;
   const int64_t kRowsPerBlock = tiny_rows_per_block(simd);
   if (threads > 1) threads = static_cast<int>(std::min<int64_t>(threads, ceil_div(m, kRowsPerBlock)));
   if (threads == 1) {  // (share()'s and ceil_div's divisions were a tenth of a 5x5x5 call)
-    tiny_row_range(wide, 0, m, n, k, alpha, a, b, beta, c, rs_c);
+    tiny_row_range(simd, 0, m, n, k, alpha, a, b, beta, c, rs_c);
     return;
   }
   parallel_parts(threads, [&](int tid, int nt) {
     const Range rows = share(ceil_div(m, kRowsPerBlock), tid, nt, kRowsPerBlock, m);
-    tiny_row_range(wide, rows.begin, rows.end, n, k, alpha, a, b, beta, c, rs_c);
+    tiny_row_range(simd, rows.begin, rows.end, n, k, alpha, a, b, beta, c, rs_c);
   });
 }
 
 // Whether C^T = B^T A^T (vectors along M, C staged and added transposed: M x N floats
 // moved) beats gathering B's rows (vectors along N, K x N floats moved), A's columns and
-// B's columns contiguous (row-major TT): where K is at least 3 M. us, gathered /
-// transposed: 71x10x942 23.5 / 14.4, 30x30x300 6.3 / 3.9, 46x58x175 9.6 / 6.7, 16x48x100
-// 1.47 / 1.24; even at 64^3 and 32^3; 20x40x40 0.68 / 0.86, 96^3 12.1 / 13.1, and
-// 10000x8x100 306 / 420 (the few-column rows: 80000 floats transposed against 800).
-bool tiny_transposed_pays(int64_t m, int64_t k) { return m >= 16 && k >= 3 * m; }
+// B's columns contiguous (row-major TT): where K is at least 3 M (a margin: even at K = M),
+// and A within L2, since each 8-row block of C^T reads all of A. us, gathered /
+// transposed, 1 thread: 71x10x942 24.0 / 15.0, 30x30x300 6.4 / 4.1, 46x58x175 9.9 / 7.1,
+// 16x48x100 1.52 / 1.28; even at 64^3 and 32^3; 20x40x40 0.68 / 0.86, 96^3 12.1 / 13.1,
+// 10000x8x100 306 / 420 (80000 floats transposed against 800). 2 threads (tiny-narrow):
+// 100x16x1000 37 / 20, 40x7x3000 40 / 14.5; A past L2: 500x20x1500 253 / 300,
+// 1000x24x4000 2030 / 2250 (1 thread: 200x16x5000 500 / 534).
+bool tiny_transposed_pays(int64_t m, int64_t k) {
+  return m >= 16 && k >= 3 * m && m * k * static_cast<int64_t>(sizeof(float)) <= caches().l2;
+}
 
 // An 8 x 8 block transposed in registers: on return r[q] holds what was column q.
 GK_TINY_TARGET void transpose_8x8(__m256 (&r)[8]) {

@@ -109,11 +109,10 @@ inline bool use_avx2() {
 #endif
 }
 // The AVX-512 helpers permute 256-bit registers from two sources at once (vpermi2ps ymm):
-// that takes AVX-512VL, which every AVX-512 CPU but Xeon Phi has (the kernel table only
-// asks for AVX-512F).
+// that takes AVX-512VL, which the kernel table's AVX-512 entry asks for.
 inline bool use_avx512vl() {
 #if defined(__x86_64__)
-  return active_config().kernel->simd == SimdLevel::Avx512 && __builtin_cpu_supports("avx512vl");
+  return active_config().kernel->simd == SimdLevel::Avx512;
 #else
   return false;
 #endif

@@ -1,7 +1,7 @@
 // x86-64 kernel table. Automatic selection takes the first entry marked automatic that
 // the CPU supports; GEMMKIT_KERNEL / gk_set_kernel can name any supported entry.
 //
-// AVX-512 (14x32) is the default where the CPU has AVX-512F: on an Intel Xeon of model 207
+// AVX-512 (14x32) is the default where the CPU has AVX-512F and VL: on an Intel Xeon of model 207
 // (2 cores, 48K L1d, 2M L2) it runs 1024^3 at 140-150 GFLOP/s on one thread against 82-84
 // for AVX2 4x24. Its pointwise kernels (12 pixels x 32 or 16 channels, src/arch/x86_64/
 // pointwise_avx512.inc; 8-wide panels on AVX2's) run ungrouped NCHW8 convolutions and
@@ -57,7 +57,7 @@ constexpr KernelInfo avx2_entry(const char* name, int mr, int nr, gk_ukernel_fn 
 }
 
 constexpr KernelInfo kTable[] = {
-    KernelInfo::entry("avx512", "AVX-512F", SimdLevel::Avx512)
+    KernelInfo::entry("avx512", "AVX-512F+VL", SimdLevel::Avx512)
         .tile(14, 32, gk_sgemm_14x32_avx512)
         .blocking(210, 384, 4096)
         .supported_if(has_avx512)
