@@ -163,4 +163,13 @@ inline void for_each_kernel(const std::function<void(const gk::KernelInfo&)>& bo
   EXPECT_EQ(gk_set_kernel(nullptr), GK_OK);
 }
 
+// The micro path off while in scope: the tests of the paths it precedes (tiny, GEMV) keep
+// their small shapes on those paths.
+struct WithoutMicroPath {
+  WithoutMicroPath() { gk::set_micro_path(false); }
+  ~WithoutMicroPath() { gk::set_micro_path(true); }
+  WithoutMicroPath(const WithoutMicroPath&) = delete;
+  WithoutMicroPath& operator=(const WithoutMicroPath&) = delete;
+};
+
 }  // namespace gktest

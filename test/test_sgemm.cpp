@@ -249,6 +249,7 @@ TEST(Sgemm, MatrixVectorShortRowsEveryTail) {
 // alpha (not 0: a quick return) and beta by turns (beta 0 with C NaN); the path is
 // asserted where the matrix fits L1.
 TEST(Sgemm, DotProductsEveryEdge) {
+  const gktest::WithoutMicroPath paths_below_micro;
   const int64_t l1 = gk::caches().l1d;
   gktest::for_each_kernel([&](const gk::KernelInfo&) {
     gk_set_num_threads(1);
@@ -367,6 +368,7 @@ TEST(Sgemm, FewColumnsAgainstContiguousColumnsOfA) {
 // turns (beta 0 with C NaN), padded leading dimensions; the path asserted in every case
 // (few_vectors_path).
 TEST(Sgemm, FewVectorsReadTheMatrixOnce) {
+  const gktest::WithoutMicroPath paths_below_micro;
   const std::vector<int64_t> ks = gktest::quick() ? std::vector<int64_t>{10, 16, 17, 20, 63, 279}
                                                   : std::vector<int64_t>{1, 10, 15, 16, 17, 19, 20, 31, 32, 47, 63, 64, 100, 279};
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
@@ -518,6 +520,7 @@ struct OffsetCopy {
 // strides that are whole vectors (aligned loads) and one that is not, lines too short, 1
 // to 4 vectors, each kernel; the GEMV path asserted where the path rules name it.
 TEST(Sgemm, GemvLongLinesAtEveryOffsetFromACacheLine) {
+  const gktest::WithoutMicroPath paths_below_micro;
   gktest::for_each_kernel([](const gk::KernelInfo& ker) {
     const gk::PathLimits& l = gk::derive_blocking(ker).paths;
     const bool tiny_blocks = l.tiny_blocks;
@@ -921,6 +924,7 @@ TEST(Driver, SmallPathMatchesPackedPath) {
 // first, or with A transposed too and a long K the product runs transposed), alpha, beta
 // and padded leading dimensions by turns.
 TEST(Sgemm, TinyPathEveryBlockEdge) {
+  const gktest::WithoutMicroPath paths_below_micro;
   const bool q = gktest::quick();
   const std::vector<int64_t> rows =
       q ? std::vector<int64_t>{1, 3, 4, 5, 7, 21} : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 21, 31};
@@ -965,6 +969,7 @@ TEST(Sgemm, TinyPathEveryBlockEdge) {
 // Where K is under 3 M (or M under 16) B is gathered as before; both run the tiny paths
 // (one column of C: the GEMV).
 TEST(Sgemm, TinyPathTransposedProductAddedBack) {
+  const gktest::WithoutMicroPath paths_below_micro;
   const std::vector<int64_t> rows = gktest::quick() ? std::vector<int64_t>{16, 23} : std::vector<int64_t>{15, 16, 17, 23, 24, 40};
   const std::vector<int64_t> cols = gktest::quick() ? std::vector<int64_t>{5, 13, 24} : std::vector<int64_t>{1, 2, 7, 8, 9, 13, 16, 17, 24, 31};
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
@@ -1106,37 +1111,106 @@ TEST(Sgemm, FewRowsAgainstBsRowsInPlaceEveryCount) {
   gk_set_num_threads(0);
 }
 
-// The tiny path loads B's rows and C's through a lane mask: nothing past an operand is
-// read or written. Each operand ends where a PROT_NONE page begins, so a stray access
-// faults (the sanitizers do not see masked vector loads).
-TEST(Sgemm, TinyPathStaysInsideItsOperands) {
+// The tiny and micro paths load the operands' rows and C's through lane masks: nothing
+// past an operand is read or written. Each operand ends where a PROT_NONE page begins, so a
+// stray access faults (the sanitizers do not see masked vector loads). Every transpose
+// pair, K below and past the micro path's sets of accumulators; with the micro path and
+// without (the tiny and GEMV paths beneath it).
+TEST(Sgemm, TinyAndMicroPathsStayInsideTheirOperands) {
   gk_set_num_threads(1);
-  const int64_t k = 7;
-  for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{{5, 1}, {5, 5}, {5, 13}, {5, 17}, {5, 30},
-                                                                     {21, 5}, {21, 8}, {21, 30}})
-    for (bool tb : {false, true})
-      for (float beta : {0.0f, 0.5f}) {
-        SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + (tb ? " B^T" : "") +
-                     " beta=" + std::to_string(beta));
-        gktest::GuardedFloats a(size_t(m * k)), b(size_t(k * n)), c(size_t(m * n));
-        if (!a.data() || !b.data() || !c.data()) return;
-        const std::vector<float> av = gktest::random_vector(a.size(), 11), bv = gktest::random_vector(b.size(), 12);
-        std::copy(av.begin(), av.end(), a.data());
-        std::copy(bv.begin(), bv.end(), b.data());
-        std::fill(c.data(), c.data() + c.size(), beta == 0.0f ? gktest::kNaN : 2.0f);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), 1.0f,
-                    a.data(), int(k), b.data(), int(tb ? k : n), beta, c.data(), int(n));
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            double exact = beta * 2.0, magnitude = std::fabs(exact);
-            for (int64_t p = 0; p < k; ++p) {
-              const double prod = double(av[size_t(i * k + p)]) * bv[size_t(tb ? j * k + p : p * n + j)];
-              exact += prod;
-              magnitude += std::fabs(prod);
-            }
-            ASSERT_NEAR(c.data()[i * n + j], exact, (k + 4) * FLT_EPSILON * magnitude) << "C(" << i << "," << j << ")";
-          }
+  // Row-major C (m x n) = op(A) op(B) + beta * 2, against the double reference.
+  const auto check = [](int64_t m, int64_t n, int64_t k, bool ta, bool tb, float beta) {
+    gktest::GuardedFloats a(size_t(m * k)), b(size_t(k * n)), c(size_t(m * n));
+    if (!a.data() || !b.data() || !c.data()) return;
+    const std::vector<float> av = gktest::random_vector(a.size(), 11), bv = gktest::random_vector(b.size(), 12);
+    std::copy(av.begin(), av.end(), a.data());
+    std::copy(bv.begin(), bv.end(), b.data());
+    std::fill(c.data(), c.data() + c.size(), beta == 0.0f ? gktest::kNaN : 2.0f);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+                1.0f, a.data(), int(ta ? m : k), b.data(), int(tb ? k : n), beta, c.data(), int(n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = beta * 2.0, magnitude = std::fabs(exact);
+        for (int64_t p = 0; p < k; ++p) {
+          const double prod = double(av[size_t(ta ? p * m + i : i * k + p)]) * bv[size_t(tb ? j * k + p : p * n + j)];
+          exact += prod;
+          magnitude += std::fabs(prod);
+        }
+        ASSERT_NEAR(c.data()[i * n + j], exact, (k + 4) * FLT_EPSILON * magnitude) << "C(" << i << "," << j << ")";
       }
+  };
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{5, 1},  {5, 5},  {5, 13}, {5, 17}, {5, 30},
+                                                           {21, 5}, {21, 8}, {21, 30}, {1, 9}, {9, 1}};
+  for (const int64_t k : {7, 23})
+    for (const auto& [m, n] : shapes)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (float beta : {0.0f, 0.5f}) {
+            SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                         (ta ? " A^T" : "") + (tb ? " B^T" : "") + " beta=" + std::to_string(beta));
+            check(m, n, k, ta, tb, beta);
+            const gktest::WithoutMicroPath paths_below_micro;
+            SCOPED_TRACE("without the micro path");
+            check(m, n, k, ta, tb, beta);
+          }
+  gk_set_num_threads(0);
+}
+
+// The row-stored problem cblas_sgemm or sgemm_ hands the paths for a case: its operands'
+// strides (the leading dimensions as Operand pads them), for asking a path's rule.
+struct RowStored {
+  int64_t m, n, k;
+  gk::MatrixView a, b;
+  int64_t rs_c;
+};
+RowStored row_stored(const Case& c) {
+  const auto ld = [&](int64_t rows, int64_t cols) { return std::max<int64_t>(1, c.row_major ? cols : rows) + c.extra_ld; };
+  const int64_t lda = c.ta ? ld(c.k, c.m) : ld(c.m, c.k), ldb = c.tb ? ld(c.n, c.k) : ld(c.k, c.n);
+  // Row-major op(A) is m x k with (i, p) at i * rs + p * cs. Column-major op(A) has the
+  // strides swapped, and the product runs as C^T = op(B)^T op(A)^T: swapped back.
+  const gk::MatrixView a = c.ta ? gk::MatrixView{nullptr, 1, lda} : gk::MatrixView{nullptr, lda, 1};
+  const gk::MatrixView b = c.tb ? gk::MatrixView{nullptr, 1, ldb} : gk::MatrixView{nullptr, ldb, 1};
+  if (c.row_major) return {c.m, c.n, c.k, a, b, ld(c.m, c.n)};
+  return {c.n, c.m, c.k, b, a, ld(c.m, c.n)};
+}
+
+// The micro path (src/gemm/micro.cpp) in each of its forms: B's rows contiguous (rows),
+// A's rows and B's columns contiguous (dots), A's columns contiguous (columns), in both
+// layouts and every transpose pair, through cblas_sgemm and sgemm_; rows, columns and K
+// around the 8- and 16-float vectors and the 4-, 2- and 1-row (or column) blocks, K below
+// and past the sets of accumulators; alpha, beta (0 with C NaN: C not read) and padded
+// leading dimensions by turns, against the double reference. The path is asserted where
+// micro_serves says so (and not elsewhere), and every transpose pair reaches it.
+TEST(Sgemm, MicroPathEveryForm) {
+  const bool q = gktest::quick();
+  const std::vector<int64_t> dims = q ? std::vector<int64_t>{1, 2, 3, 5, 8, 9, 17, 33}
+                                      : std::vector<int64_t>{1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33};
+  const std::vector<int64_t> ks =
+      q ? std::vector<int64_t>{1, 2, 7, 8, 17, 57} : std::vector<int64_t>{1, 2, 3, 7, 8, 9, 16, 17, 33, 57, 64, 65};
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    const gk::PathLimits& l = gk::derive_blocking(ker).paths;
+    gk_set_num_threads(1);
+    int pick = 0, reached[2][2] = {};
+    for (int64_t m : dims)
+      for (int64_t n : dims)
+        for (int64_t k : ks)
+          for (bool ta : {false, true})
+            for (bool tb : {false, true}) {
+              if (m * n * k > l.micro_max_multiply_adds && pick++ % 16 != 0) continue;  // a few past its bound
+              const bool rm = pick % 2 == 0;
+              const Case c{m, n, k, rm, ta, tb, kAlphas[1 + pick % 2], kBetas[pick / 2 % 3], int64_t(pick % 5 == 1 ? 3 : 0)};
+              ++pick;
+              ASSERT_TRUE(run_case(c, /*fortran=*/!rm && pick % 3 == 0));
+              const RowStored r = row_stored(c);
+              const bool serves = gk::micro_serves(l, r.m, r.n, r.k, r.a, r.b, r.rs_c);
+              const gk::GemmPath ran = gk::last_gemm_path();
+              EXPECT_EQ(ran == gk::GemmPath::Micro, serves) << describe(c) << " ran " << gk::path_name(ran);
+              reached[ta][tb] += ran == gk::GemmPath::Micro;
+            }
+    if (l.micro_lanes == 0) return;
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) EXPECT_GT(reached[ta][tb], 20) << "transposes " << ta << tb;
+  });
   gk_set_num_threads(0);
 }
 
@@ -1144,6 +1218,7 @@ TEST(Sgemm, TinyPathStaysInsideItsOperands) {
 // as a vector reaching past them; the last column, where the caller's matrix may end, alone:
 // A^T's columns packed (lda == m) up to a PROT_NONE page, K of 2 to 5, beta 0 and not.
 TEST(Sgemm, MatrixVectorLastRowsStayInsideTheMatrix) {
+  const gktest::WithoutMicroPath paths_below_micro;
   gk_set_num_threads(1);
   for (int64_t m : {17, 18, 19, 35, 5, 6, 7})
     for (int64_t k = 2; k <= 5; ++k)

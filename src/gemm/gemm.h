@@ -153,6 +153,11 @@ struct GemmProblem {
 // what measured each limit), for one kernel on this machine's caches.
 struct PathLimits {
   bool tiny_blocks = false;           // the tiny paths' vector blocks run this kernel's ISA
+  int64_t micro_lanes = 0;            // micro: its vectors' lanes (0: no micro path),
+  int64_t micro_max_multiply_adds = 0;  // at most this many multiply-adds,
+  int64_t micro_max_c_elements = 0;   // C at most this many elements
+  int64_t micro_max_cost = 0;         // and micro_choice's estimate at most this,
+  int64_t micro_multiply_adds_per_cost = 1;  // or the multiply-adds over this (columns form; dots: twice)
   double small_multiply_adds = 0;     // tiny and small: at most this many, one thread
   int64_t small_max_k = 0;            // small: its MR x K A micro-panel stays in L1
   int64_t narrow_max_columns = 0;     // tiny-narrow: one block of columns
@@ -387,6 +392,17 @@ constexpr int64_t kTinyNarrowColumns = 24;
 constexpr int64_t tiny_rows_per_block(SimdLevel simd) { return simd == SimdLevel::Avx512 ? 8 : 4; }
 bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
                float beta, float* c, int64_t rs_c, int threads, SimdLevel simd);
+// The smallest products, one thread (src/gemm/micro.cpp): each element of C in one pass
+// from the operands, no buffer, where the strides allow one of its forms and its cost
+// estimate is within l's limits; x86-64 with AVX2 or wider. gemm_micro returns false
+// where micro_serves would.
+bool micro_serves(const PathLimits& l, int64_t m, int64_t n, int64_t k, const MatrixView& a, const MatrixView& b,
+                  int64_t rs_c);
+bool gemm_micro(const PathLimits& l, int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
+                const MatrixView& b, float beta, float* c, int64_t rs_c);
+// Turns the micro path off (or back on) for the process: the tests of the paths it
+// precedes run their small shapes there (and A/B measurements against it).
+void set_micro_path(bool on);
 // Matrix times a few vectors: Y(i, r) = alpha * sum_j M(i, j) X(j, r) + beta * Y(i, r) for
 // i < rows, j < cols, r < vectors, where X is a cols x vectors view and Y(i, r) is
 // y[i * incy + r * ldy]. Up to kGemvMaxVectors vectors.
@@ -408,7 +424,7 @@ bool gemv(int64_t rows, int64_t cols, int64_t vectors, float alpha, const Matrix
 // it is what ran when the chosen path could not have its buffers; QuickReturn, a call with
 // nothing to multiply (m or n 0, alpha 0 or k 0: C = beta C).
 enum class GemmPath {
-  GemvColumns, GemvRows, Tiny, Small, InPlaceA, TinyNarrow, FewRowsBInPlace, PackedPerPanel, PackedSharedB, NoHeap,
+  Micro, GemvColumns, GemvRows, Tiny, Small, InPlaceA, TinyNarrow, FewRowsBInPlace, PackedPerPanel, PackedSharedB, NoHeap,
   QuickReturn
 };
 struct GemmPathChoice {
@@ -418,6 +434,9 @@ struct GemmPathChoice {
 };
 GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
                                 const KernelConfig& cfg);
+// The same where the micro path does not serve (sgemm_rowstored tries it first itself).
+GemmPathChoice choose_gemm_path_past_micro(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
+                                           const KernelConfig& cfg);
 // The in-place-A path's own test (choose_gemm_path's fourth): also asked by the pre-packed
 // compute, whose B comes packed and whose A may still be read in place.
 bool in_place_a_serves(const PathLimits& limits, const GemmProblem& p, const MatrixView& a);

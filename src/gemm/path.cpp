@@ -21,6 +21,24 @@ PathLimits path_limits(const KernelInfo& kernel) {
   // The tiny paths' blocks are x86-64 vector code (AVX2 and AVX-512).
 #if defined(__x86_64__)
   l.tiny_blocks = kernel.simd != SimdLevel::Baseline;
+  // The micro path where its estimate (micro_choice, about cycles) is at most 224, or for
+  // its columns and dots forms the multiply-adds over 8 and 16 (the paths they replace
+  // gather B or stride down A: 16x3x128 TT 554 -> 200 ns, 12x4x200 TT 792 -> 278, 64x8x32
+  // TT 480 -> 395; the dots form at the work's eighth lost, 4x4x512 NT 194 -> 232); C of
+  // at most 512 elements and 16384 multiply-adds. Xeon (AVX-512), 1 thread, ns per
+  // cblas_sgemm call, before -> micro (AVX2 forced alike): 2x1x1 33 -> 23, 1x1x57 NT 54 ->
+  // 27, 1x71x4 56 -> 34, 31x2x10 TT 92 -> 57, 22x14x2 TN 66 -> 47, 46x1x5 TT 56 -> 34,
+  // 7x2x7 46 -> 38, 17x17x1 59 -> 43, 3x1x118 TN 176 -> 65, 2x13x6 NT 95 -> 53, 1x143x4 75
+  // -> 43, 44x6x30 TT 366 -> 253. Past the bounds it lost: 16x16x4 NT 97 -> 464 (256
+  // horizontal sums), 1x1024x1 74 -> 176 (64 blocks, before the groups of vectors),
+  // 1024x1x1 TT 72 -> 493 (lanes stored one by one), 2x2x256 165 -> 197, 16x16x16 NN 103 ->
+  // 115 (the tiny path's 8-row blocks). Products the test turns away pay for it (about 2
+  // ns; 64x4x4 TT 78 -> 80-86 with the code's placement).
+  l.micro_lanes = kernel.simd == SimdLevel::Avx512 ? 16 : l.tiny_blocks ? 8 : 0;
+  l.micro_max_multiply_adds = 16384;
+  l.micro_max_c_elements = 512;
+  l.micro_multiply_adds_per_cost = 8;
+  l.micro_max_cost = 224;
 #endif
   // Up to about 96^3 multiply-adds everything fits in L2 and one thread is fastest
   // (perf/bench_gemm against the packed path).
@@ -295,6 +313,13 @@ bool in_place_a_serves(const PathLimits& l, const GemmProblem& p, const MatrixVi
 
 GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
                                 const KernelConfig& cfg) {
+  if (micro_serves(cfg.paths, p.m, p.n, p.k, a, b, p.rs_c))
+    return {GemmPath::Micro, 1, "the smallest products: each element of C in one pass"};
+  return choose_gemm_path_past_micro(p, a, b, cfg);
+}
+
+GemmPathChoice choose_gemm_path_past_micro(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
+                                           const KernelConfig& cfg) {
   const PathLimits& l = cfg.paths;
   const int64_t m = p.m, n = p.n, k = p.k;
   // A matrix times one vector, or a few whose matrix has contiguous columns, is
@@ -371,6 +396,7 @@ bool b_panel_rows_in_place(const PathLimits& l, int64_t kc, int nr, int64_t rs_b
 
 const char* path_name(GemmPath path) {
   switch (path) {
+    case GemmPath::Micro: return "micro";
     case GemmPath::GemvColumns: return "gemv-columns";
     case GemmPath::GemvRows: return "gemv-rows";
     case GemmPath::Tiny: return "tiny";

@@ -25,6 +25,8 @@ bool quick_return(int64_t m, int64_t n, int64_t k, float alpha, float beta, floa
 bool run_path(const GemmPathChoice& choice, const GemmProblem& p, const MatrixView& a, const MatrixView& b,
               const KernelConfig& cfg) {
   switch (choice.path) {
+    case GemmPath::Micro:
+      return gemm_micro(cfg.paths, p.m, p.n, p.k, p.alpha, a, b, p.beta, p.c, p.rs_c);
     case GemmPath::GemvColumns:
       return gemv(p.m, p.k, p.n, p.alpha, a, b, p.beta, p.c, p.rs_c, 1, choice.threads, cfg);
     case GemmPath::GemvRows:
@@ -95,12 +97,23 @@ void sgemm_rowstored(int64_t m, int64_t n, int64_t k, float alpha, const MatrixV
                      const MatrixView& b, float beta, float* c, int64_t rs_c) {
   if (quick_return(m, n, k, alpha, beta, c, rs_c)) return;
   const KernelConfig& cfg = active_config();
+  // The smallest products before the general set-up below, which costs more than their
+  // multiply-adds (choose_gemm_path's first rule: gemm_micro runs where micro_serves).
+  if (gemm_micro(cfg.paths, m, n, k, alpha, a, b, beta, c, rs_c)) {
+    t_last_path = GemmPath::Micro;
+    if (verbose()) {
+      GemmProblem p;
+      p.m = m, p.n = n, p.k = k, p.alpha = alpha, p.beta = beta, p.c = c, p.rs_c = rs_c;
+      say_path(choose_gemm_path(p, a, b, cfg), GemmPath::Micro, p, a, b, cfg);
+    }
+    return;
+  }
   const PlainA a_source(a);
   const PlainB b_source(b);
   GemmProblem p;
   p.m = m, p.n = n, p.k = k, p.alpha = alpha, p.beta = beta;
   p.a = &a_source, p.b = &b_source, p.c = c, p.rs_c = rs_c;
-  const GemmPathChoice choice = choose_gemm_path(p, a, b, cfg);
+  const GemmPathChoice choice = choose_gemm_path_past_micro(p, a, b, cfg);
   // The packed paths run the no-heap path themselves when their buffers cannot be had
   // (conv calls them directly): the thread's count of fallbacks tells. The others return
   // false, so the count (thread-local, a call into the TLS resolver) is read only there.

@@ -26,11 +26,8 @@
 
 #include "common/runtime.h"
 #include "gemm/gemm.h"
+#include "gemm/lanes_x86.h"
 #include "gemm/partition.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace gk {
 
@@ -38,30 +35,6 @@ namespace gk {
 namespace {
 
 #define GK_TINY_TARGET __attribute__((target("avx2,fma"), always_inline)) inline
-
-// Lanes [0, n) of a vector, n in 1..8.
-GK_TINY_TARGET __m256i lane_mask(int64_t n) {
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lanes);
-}
-
-// The first n (1..8) lanes of v to c, without `vmaskmovps`: a masked store is microcoded
-// on AMD cores (a 560x6x5 GEMM spent most of its time in its four per block).
-GK_TINY_TARGET void store_first(float* c, __m256 v, int64_t n) {
-  if (n == 8) return _mm256_storeu_ps(c, v);
-  __m128 part = _mm256_castps256_ps128(v);
-  if (n & 4) {
-    _mm_storeu_ps(c, part);
-    part = _mm256_extractf128_ps(v, 1);
-    c += 4;
-  }
-  if (n & 2) {
-    _mm_storel_pi(reinterpret_cast<__m64*>(c), part);
-    part = _mm_movehl_ps(part, part);
-    c += 2;
-  }
-  if (n & 1) _mm_store_ss(c, part);
-}
 
 // One k step into one accumulator set; a and b move to the next.
 template <int kRows, int kVectors>

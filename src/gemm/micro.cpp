@@ -1,0 +1,518 @@
+// Products so small that another path's set-up costs more than its multiply-adds (at most
+// PathLimits::micro_max_cost by micro_choice's estimate, one thread): each element of C computed in one pass
+// straight from the operands, in one of three forms, nothing gathered, no buffer, no
+// thread team.
+//
+// Against OpenBLAS's SkylakeX small-matrix kernels these calls lost on their fixed cost,
+// not on arithmetic (Xeon, AVX-512, one thread, ns per cblas_sgemm call, OpenBLAS in the
+// same process): 2x1x1 38 against 15, 1x1x57 NT 57 against 19 (a dot product of 57), 1x71x4
+// 59 against 23, 31x2x10 TT 90 against 43, 7x2x7 46 against 27. The GEMV's and the tiny
+// path's loops prepare for long runs: strides multiplied out for 8 rows, partial sums,
+// 4-row passes in lanes, a gathered copy of B where its columns are contiguous.
+//
+// The forms, by which operand runs contiguous (C row-stored, m x n):
+// - rows: B's rows contiguous. A row of C is vectors along N, each A element broadcast;
+//   up to four rows at a time, k steps split over sets of accumulators to make four chains.
+// - dots: A's rows and B's columns contiguous. Each element of C is a dot product along
+//   K, up to four at a time from one row of A.
+// - columns: A's columns contiguous. A column of C is vectors along M, each B element
+//   broadcast; the lanes are stored one by one down C's column.
+// Where several apply, the one with the lowest estimated cost (micro_choice).
+#include <algorithm>
+#include <atomic>
+
+#include "gemm/gemm.h"
+#include "gemm/lanes_x86.h"
+
+namespace gk {
+
+namespace {
+std::atomic<bool> g_micro_path_on{true};
+}  // namespace
+
+void set_micro_path(bool on) { g_micro_path_on.store(on, std::memory_order_relaxed); }
+
+#if defined(__x86_64__)
+namespace {
+
+enum class MicroForm { None, Rows, Dots, Columns };
+
+// The vector operations of the kernels below, per ISA: AVX-512's 16 lanes with mask
+// registers; AVX2's 8 with vmaskmovps loads, and stores in pieces (store_first: a masked
+// store is microcoded on AMD cores).
+#define GK_MICRO512 __attribute__((target("avx512f,avx512vl,avx2,fma"))) inline
+struct Lanes512 {
+  static constexpr int64_t kLanes = 16;
+  using V = __m512;
+  struct Mask {
+    __mmask16 k;
+    int64_t n;
+  };
+  GK_MICRO512 static Mask first(int64_t n) { return {__mmask16((1u << n) - 1), n}; }
+  GK_MICRO512 static V zero() { return _mm512_setzero_ps(); }
+  GK_MICRO512 static V set1(float x) { return _mm512_set1_ps(x); }
+  GK_MICRO512 static V load(const float* p) { return _mm512_loadu_ps(p); }
+  GK_MICRO512 static V load(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m.k, p); }
+  GK_MICRO512 static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  GK_MICRO512 static void store(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m.k, v); }
+  GK_MICRO512 static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  GK_MICRO512 static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  GK_MICRO512 static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  GK_MICRO512 static float sum(V v) {
+    // (The halves by __builtin_shufflevector: GCC 12 warns on the undefined source operand
+    // of _mm512_reduce_add_ps's and _mm512_shuffle_f32x4's builtins once inlined here.)
+    const __m256 h = __m256(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7)) +
+                     __m256(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+  }
+};
+
+// AVX-512 on 8-float vectors (AVX-512VL masks), where the vectors run along at most 8
+// floats: a 16-float masked load or store of a few floats spans two cache lines more
+// often, and half of each FMA is idle anyway (7x2x7 on 16 floats 52 ns, on 8 FIXME).
+struct Lanes512Half {
+  static constexpr int64_t kLanes = 8;
+  using V = __m256;
+  struct Mask {
+    __mmask8 k;
+    int64_t n;
+  };
+  GK_MICRO512 static Mask first(int64_t n) { return {__mmask8((1u << n) - 1), n}; }
+  GK_MICRO512 static V zero() { return _mm256_setzero_ps(); }
+  GK_MICRO512 static V set1(float x) { return _mm256_set1_ps(x); }
+  GK_MICRO512 static V load(const float* p) { return _mm256_loadu_ps(p); }
+  GK_MICRO512 static V load(const float* p, Mask m) { return _mm256_maskz_loadu_ps(m.k, p); }
+  GK_MICRO512 static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  GK_MICRO512 static void store(float* p, Mask m, V v) { _mm256_mask_storeu_ps(p, m.k, v); }
+  GK_MICRO512 static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  GK_MICRO512 static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  GK_MICRO512 static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  GK_MICRO512 static float sum(V v) {
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+  }
+};
+
+#define GK_MICRO256 __attribute__((target("avx2,fma"))) inline
+struct Lanes256 {
+  static constexpr int64_t kLanes = 8;
+  using V = __m256;
+  struct Mask {
+    __m256i k;
+    int64_t n;
+  };
+  GK_MICRO256 static Mask first(int64_t n) { return {lane_mask(n), n}; }
+  GK_MICRO256 static V zero() { return _mm256_setzero_ps(); }
+  GK_MICRO256 static V set1(float x) { return _mm256_set1_ps(x); }
+  GK_MICRO256 static V load(const float* p) { return _mm256_loadu_ps(p); }
+  GK_MICRO256 static V load(const float* p, Mask m) { return _mm256_maskload_ps(p, m.k); }
+  GK_MICRO256 static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  GK_MICRO256 static void store(float* p, Mask m, V v) { store_first(p, v, m.n); }
+  GK_MICRO256 static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  GK_MICRO256 static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  GK_MICRO256 static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  GK_MICRO256 static float sum(V v) {
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+  }
+};
+
+// The templates below and the vector operations are inlined into flattened functions per
+// ISA (GK_MICRO_ENTRY), which give them their target: always_inline would
+// have GCC inline each ISA's operations into the templates themselves, which have none.
+#define GK_MICRO_INLINE inline
+
+// At least four chains of FMAs where K is long enough: with fewer accumulators, kSets sets,
+// the k steps dealt round them. Short K takes one set: adding the sets up costs more than
+// the chains save (1x96x1).
+constexpr int kMicroSetsMinK = 8;
+constexpr int sets_for(int accumulators, bool long_k) {
+  return !long_k || accumulators >= 4 ? 1 : accumulators == 1 ? 4 : 2;
+}
+
+// Rows form: C[0, R) x [0, NV vectors), the last vector's lanes those of `mask` (c, a at the
+// block's first row, b at its first column). All NV vectors of a k step at once: one
+// block's set-up, loop and stores serve up to 64 columns (a vector a block held 1x143x4 at
+// 63 ns against OpenBLAS's 32).
+template <typename T, int R, int NV, int kSets>
+GK_MICRO_INLINE void rows_block(int64_t k, float alpha, const float* a, int64_t rs_a, int64_t cs_a,
+                                const float* b, int64_t rs_b, float beta, float* c, int64_t rs_c,
+                                typename T::Mask mask) {
+  using V = typename T::V;
+  V acc[kSets][R][NV];
+#pragma GCC unroll 4
+  for (int s = 0; s < kSets; ++s)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[s][r][v] = T::zero();
+  const auto step = [&](V(&sums)[R][NV], int64_t p) {
+    V row[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v + 1 < NV; ++v) row[v] = T::load(b + p * rs_b + v * T::kLanes);
+    row[NV - 1] = T::load(b + p * rs_b + (NV - 1) * T::kLanes, mask);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const V x = T::set1(a[r * rs_a + p * cs_a]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) sums[r][v] = T::fma(x, row[v], sums[r][v]);
+    }
+  };
+  int64_t p = 0;
+  for (; p + kSets <= k; p += kSets)
+#pragma GCC unroll 4
+    for (int s = 0; s < kSets; ++s) step(acc[s], p + s);
+  for (; p < k; ++p) step(acc[0], p);
+  const V alpha_v = T::set1(alpha), beta_v = T::set1(beta);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      if constexpr (kSets == 4) acc[0][r][v] = T::add(T::add(acc[0][r][v], acc[1][r][v]), T::add(acc[2][r][v], acc[3][r][v]));
+      if constexpr (kSets == 2) acc[0][r][v] = T::add(acc[0][r][v], acc[1][r][v]);
+      float* out = c + r * rs_c + v * T::kLanes;
+      V result = T::mul(acc[0][r][v], alpha_v);
+      if (v + 1 < NV) {
+        if (beta != 0.0f) result = T::fma(T::load(out), beta_v, result);  // beta == 0: C unread
+        T::store(out, result);
+      } else {
+        if (beta != 0.0f) result = T::fma(T::load(out, mask), beta_v, result);
+        T::store(out, mask, result);
+      }
+    }
+}
+
+// The rows of C in blocks of 4, 2 and 1 against one group of NV vectors of columns.
+template <typename T, int NV, bool kLongK>
+GK_MICRO_INLINE void rows_group(int64_t m, int64_t k, float alpha, const MatrixView& a, const float* b, int64_t rs_b,
+                                float beta, float* c, int64_t rs_c, typename T::Mask mask) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4)
+    rows_block<T, 4, NV, sets_for(4 * NV, kLongK)>(k, alpha, a.p + i * a.rs, a.rs, a.cs, b, rs_b, beta,
+                                                   c + i * rs_c, rs_c, mask);
+  if (i + 2 <= m) {
+    rows_block<T, 2, NV, sets_for(2 * NV, kLongK)>(k, alpha, a.p + i * a.rs, a.rs, a.cs, b, rs_b, beta,
+                                                   c + i * rs_c, rs_c, mask);
+    i += 2;
+  }
+  if (i < m)
+    rows_block<T, 1, NV, sets_for(NV, kLongK)>(k, alpha, a.p + i * a.rs, a.rs, a.cs, b, rs_b, beta, c + i * rs_c,
+                                               rs_c, mask);
+}
+
+// Groups of up to 4 vectors of columns with AVX-512's 32 registers (16 accumulators at 4
+// rows), 2 with AVX2's 16.
+template <typename T, bool kLongK>
+GK_MICRO_INLINE void rows_form(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
+                               const MatrixView& b, float beta, float* c, int64_t rs_c) {
+  constexpr int64_t kGroup = T::kLanes == 16 ? 4 : 2;
+  for (int64_t j = 0; j < n;) {
+    const int64_t vectors = std::min(kGroup, (n - j + T::kLanes - 1) / T::kLanes);
+    const int64_t columns = std::min(vectors * T::kLanes, n - j);
+    const typename T::Mask mask = T::first(columns - (vectors - 1) * T::kLanes);
+    const float* bj = b.p + j;
+    float* cj = c + j;
+    switch (vectors) {
+      case 1: rows_group<T, 1, kLongK>(m, k, alpha, a, bj, b.rs, beta, cj, rs_c, mask); break;
+      case 2: rows_group<T, 2, kLongK>(m, k, alpha, a, bj, b.rs, beta, cj, rs_c, mask); break;
+      case 3: if constexpr (kGroup >= 3) rows_group<T, 3, kLongK>(m, k, alpha, a, bj, b.rs, beta, cj, rs_c, mask); break;
+      default: if constexpr (kGroup >= 4) rows_group<T, 4, kLongK>(m, k, alpha, a, bj, b.rs, beta, cj, rs_c, mask); break;
+    }
+    j += columns;
+  }
+}
+
+// Dots form: C(0, [0, J)) = the dot products of A's row at `a` with B's columns at b, cs_b
+// apart; two sets of accumulators where J is below 4.
+template <typename T, int J>
+GK_MICRO_INLINE void dots_block(int64_t k, float alpha, const float* a, const float* b, int64_t cs_b, float beta,
+                                float* c, typename T::Mask tail) {
+  using V = typename T::V;
+  constexpr int kSets = 2;  // 4-8 chains (one set at J = 4: 4x4x512 NT 232 ns, GEMV 194)
+  V acc[kSets][J];
+#pragma GCC unroll 2
+  for (int s = 0; s < kSets; ++s)
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) acc[s][j] = T::zero();
+  int64_t q = 0;
+  for (; q + kSets * T::kLanes <= k; q += kSets * T::kLanes)
+#pragma GCC unroll 2
+    for (int s = 0; s < kSets; ++s) {
+      const V x = T::load(a + q + s * T::kLanes);
+#pragma GCC unroll 4
+      for (int j = 0; j < J; ++j) acc[s][j] = T::fma(x, T::load(b + j * cs_b + q + s * T::kLanes), acc[s][j]);
+    }
+  for (; q + T::kLanes <= k; q += T::kLanes) {
+    const V x = T::load(a + q);
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) acc[0][j] = T::fma(x, T::load(b + j * cs_b + q), acc[0][j]);
+  }
+  if (q < k) {
+    const V x = T::load(a + q, tail);
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) acc[kSets - 1][j] = T::fma(x, T::load(b + j * cs_b + q, tail), acc[kSets - 1][j]);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < J; ++j) {
+    const float s = T::sum(kSets == 2 ? T::add(acc[0][j], acc[kSets - 1][j]) : acc[0][j]);
+    c[j] = beta == 0.0f ? alpha * s : alpha * s + beta * c[j];
+  }
+}
+
+template <typename T>
+GK_MICRO_INLINE void dots_form(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
+                               const MatrixView& b, float beta, float* c, int64_t rs_c) {
+  const typename T::Mask tail = T::first(k % T::kLanes == 0 ? T::kLanes : k % T::kLanes);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = a.p + i * a.rs;
+    float* out = c + i * rs_c;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) dots_block<T, 4>(k, alpha, row, b.p + j * b.cs, b.cs, beta, out + j, tail);
+    if (j + 2 <= n) {
+      dots_block<T, 2>(k, alpha, row, b.p + j * b.cs, b.cs, beta, out + j, tail);
+      j += 2;
+    }
+    if (j < n) dots_block<T, 1>(k, alpha, row, b.p + j * b.cs, b.cs, beta, out + j, tail);
+  }
+}
+
+// The lanes of v to C's rows rs_c apart (C's column), the first `lanes` of them, as
+// result + beta C; a contiguous column (rs_c 1: one column of a row-major C) stored whole.
+template <typename T>
+GK_MICRO_INLINE void store_down(float* out, int64_t rs_c, typename T::V v, float beta, typename T::Mask mask) {
+  if (rs_c == 1) {
+    if (beta != 0.0f) v = T::fma(T::load(out, mask), T::set1(beta), v);  // beta == 0: C unread
+    T::store(out, mask, v);
+    return;
+  }
+  alignas(64) float lane[T::kLanes];
+  T::store(lane, v);
+  if (beta == 0.0f) {
+    for (int64_t r = 0; r < mask.n; ++r) out[r * rs_c] = lane[r];
+  } else {
+    for (int64_t r = 0; r < mask.n; ++r) out[r * rs_c] = lane[r] + beta * out[r * rs_c];
+  }
+}
+
+// Columns form: C([0, NV vectors), [0, J)) = A's column runs at a (cs_a apart per k step,
+// the last vector's lanes those of `mask`) times B's elements (rs_b apart per k step, cs_b
+// per column); each lane stored to its row of C. NV vectors at once, as the rows form.
+template <typename T, int J, int NV, int kSets>
+GK_MICRO_INLINE void columns_block(int64_t k, float alpha, const float* a, int64_t cs_a, const float* b, int64_t rs_b,
+                                   int64_t cs_b, float beta, float* c, int64_t rs_c, typename T::Mask mask) {
+  using V = typename T::V;
+  V acc[kSets][J][NV];
+#pragma GCC unroll 4
+  for (int s = 0; s < kSets; ++s)
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[s][j][v] = T::zero();
+  const auto step = [&](V(&sums)[J][NV], int64_t p) {
+    V column[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v + 1 < NV; ++v) column[v] = T::load(a + p * cs_a + v * T::kLanes);
+    column[NV - 1] = T::load(a + p * cs_a + (NV - 1) * T::kLanes, mask);
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) {
+      const V x = T::set1(b[p * rs_b + j * cs_b]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) sums[j][v] = T::fma(column[v], x, sums[j][v]);
+    }
+  };
+  int64_t p = 0;
+  for (; p + kSets <= k; p += kSets)
+#pragma GCC unroll 4
+    for (int s = 0; s < kSets; ++s) step(acc[s], p + s);
+  for (; p < k; ++p) step(acc[0], p);
+  const typename T::Mask whole = T::first(T::kLanes);
+#pragma GCC unroll 4
+  for (int j = 0; j < J; ++j)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      if constexpr (kSets == 4) acc[0][j][v] = T::add(T::add(acc[0][j][v], acc[1][j][v]), T::add(acc[2][j][v], acc[3][j][v]));
+      if constexpr (kSets == 2) acc[0][j][v] = T::add(acc[0][j][v], acc[1][j][v]);
+      store_down<T>(c + v * T::kLanes * rs_c + j, rs_c, T::mul(acc[0][j][v], T::set1(alpha)), beta,
+                    v + 1 < NV ? whole : mask);
+    }
+}
+
+// The columns of C in blocks of 4, 2 and 1 against one group of NV vectors of rows.
+template <typename T, int NV, bool kLongK>
+GK_MICRO_INLINE void columns_group(int64_t n, int64_t k, float alpha, const float* a, int64_t cs_a,
+                                   const MatrixView& b, float beta, float* c, int64_t rs_c, typename T::Mask mask) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    columns_block<T, 4, NV, sets_for(4 * NV, kLongK)>(k, alpha, a, cs_a, b.p + j * b.cs, b.rs, b.cs, beta, c + j,
+                                                      rs_c, mask);
+  if (j + 2 <= n) {
+    columns_block<T, 2, NV, sets_for(2 * NV, kLongK)>(k, alpha, a, cs_a, b.p + j * b.cs, b.rs, b.cs, beta, c + j,
+                                                      rs_c, mask);
+    j += 2;
+  }
+  if (j < n)
+    columns_block<T, 1, NV, sets_for(NV, kLongK)>(k, alpha, a, cs_a, b.p + j * b.cs, b.rs, b.cs, beta, c + j, rs_c,
+                                                  mask);
+}
+
+// Groups of up to 4 vectors of rows with AVX-512's registers, 2 with AVX2's (as rows_form).
+template <typename T, bool kLongK>
+GK_MICRO_INLINE void columns_form(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
+                                  const MatrixView& b, float beta, float* c, int64_t rs_c) {
+  constexpr int64_t kGroup = T::kLanes == 16 ? 4 : 2;
+  for (int64_t i = 0; i < m;) {
+    const int64_t vectors = std::min(kGroup, (m - i + T::kLanes - 1) / T::kLanes);
+    const int64_t rows = std::min(vectors * T::kLanes, m - i);
+    const typename T::Mask mask = T::first(rows - (vectors - 1) * T::kLanes);
+    const float* ai = a.p + i * a.rs;
+    float* ci = c + i * rs_c;
+    switch (vectors) {
+      case 1: columns_group<T, 1, kLongK>(n, k, alpha, ai, a.cs, b, beta, ci, rs_c, mask); break;
+      case 2: columns_group<T, 2, kLongK>(n, k, alpha, ai, a.cs, b, beta, ci, rs_c, mask); break;
+      case 3: if constexpr (kGroup >= 3) columns_group<T, 3, kLongK>(n, k, alpha, ai, a.cs, b, beta, ci, rs_c, mask); break;
+      default: if constexpr (kGroup >= 4) columns_group<T, 4, kLongK>(n, k, alpha, ai, a.cs, b, beta, ci, rs_c, mask); break;
+    }
+    i += rows;
+  }
+}
+
+// One flattened function per ISA, form and K (short, or long with sets of accumulators):
+// with all of them in one function GCC kept fewer values in registers (7x2x7 43 -> 51 ns).
+using MicroEntry = void (*)(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, const MatrixView& b,
+                            float beta, float* c, int64_t rs_c);
+#define GK_MICRO_ENTRY(name, isa, form)                                                                       \
+  __attribute__((target(isa), flatten)) void name(int64_t m, int64_t n, int64_t k, float alpha,             \
+                                                  const MatrixView& a, const MatrixView& b, float beta,       \
+                                                  float* c, int64_t rs_c) {                                   \
+    form(m, n, k, alpha, a, b, beta, c, rs_c);                                                                 \
+  }
+#define GK_ISA512 "avx512f,avx512vl,avx2,fma"
+GK_MICRO_ENTRY(rows_512, GK_ISA512, (rows_form<Lanes512, false>))
+GK_MICRO_ENTRY(rows_long_512, GK_ISA512, (rows_form<Lanes512, true>))
+GK_MICRO_ENTRY(dots_512, GK_ISA512, dots_form<Lanes512>)
+GK_MICRO_ENTRY(columns_512, GK_ISA512, (columns_form<Lanes512, false>))
+GK_MICRO_ENTRY(columns_long_512, GK_ISA512, (columns_form<Lanes512, true>))
+GK_MICRO_ENTRY(rows_half, GK_ISA512, (rows_form<Lanes512Half, false>))
+GK_MICRO_ENTRY(rows_long_half, GK_ISA512, (rows_form<Lanes512Half, true>))
+GK_MICRO_ENTRY(dots_half, GK_ISA512, dots_form<Lanes512Half>)
+GK_MICRO_ENTRY(columns_half, GK_ISA512, (columns_form<Lanes512Half, false>))
+GK_MICRO_ENTRY(columns_long_half, GK_ISA512, (columns_form<Lanes512Half, true>))
+GK_MICRO_ENTRY(rows_256, "avx2,fma", (rows_form<Lanes256, false>))
+GK_MICRO_ENTRY(rows_long_256, "avx2,fma", (rows_form<Lanes256, true>))
+GK_MICRO_ENTRY(dots_256, "avx2,fma", dots_form<Lanes256>)
+GK_MICRO_ENTRY(columns_256, "avx2,fma", (columns_form<Lanes256, false>))
+GK_MICRO_ENTRY(columns_long_256, "avx2,fma", (columns_form<Lanes256, true>))
+#undef GK_ISA512
+#undef GK_MICRO_ENTRY
+
+struct MicroEntries {
+  MicroEntry rows, rows_long, dots, columns, columns_long;
+};
+constexpr MicroEntries kEntries512{rows_512, rows_long_512, dots_512, columns_512, columns_long_512};
+constexpr MicroEntries kEntries512Half{rows_half, rows_long_half, dots_half, columns_half, columns_long_half};
+constexpr MicroEntries kEntries256{rows_256, rows_long_256, dots_256, columns_256, columns_long_256};
+
+void run_micro(const MicroEntries& e, MicroForm form, int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
+               const MatrixView& b, float beta, float* c, int64_t rs_c) {
+  const bool long_k = k >= kMicroSetsMinK;
+  switch (form) {
+    case MicroForm::Rows: return (long_k ? e.rows_long : e.rows)(m, n, k, alpha, a, b, beta, c, rs_c);
+    case MicroForm::Dots: return e.dots(m, n, k, alpha, a, b, beta, c, rs_c);
+    case MicroForm::Columns: return (long_k ? e.columns_long : e.columns)(m, n, k, alpha, a, b, beta, c, rs_c);
+    case MicroForm::None: break;
+  }
+}
+
+bool rows_allowed(int64_t n, const MatrixView& b) { return b.cs == 1 || n == 1; }
+bool columns_allowed(int64_t m, const MatrixView& a) { return a.rs == 1 || m == 1; }
+bool dots_allowed(int64_t k, const MatrixView& a, const MatrixView& b) { return (a.cs == 1 && b.rs == 1) || k == 1; }
+
+// Blocks of 4, 2 and 1 rows (or columns) that cover `count`.
+int64_t blocks_of_4_2_1(int64_t count) { return (count >> 2) + ((count >> 1) & 1) + (count & 1); }
+
+// The form with the lowest estimated cost among those the strides allow, in about cycles:
+// a block's set-up as 8, a vector operation as 1, a dot product's horizontal sum and
+// store as 6, a lane stored down C's column as 1 (fitted on the Xeon, gemm_micro against
+// the paths it replaces: see path_limits). A dimension of 1 makes its stride irrelevant.
+struct MicroChoice {
+  MicroForm form = MicroForm::None;
+  int64_t cost = 0;
+};
+template <int64_t kLanes>
+MicroChoice micro_choice(int64_t m, int64_t n, int64_t k, const MatrixView& a, const MatrixView& b, int64_t rs_c) {
+  const auto vectors = [](int64_t length) { return (length + kLanes - 1) / kLanes; };
+  constexpr int64_t kBlock = 8, kDot = 6, kGroup = kLanes == 16 ? 4 : 2;  // the forms' groups of vectors
+  MicroChoice best;
+  const auto consider = [&](MicroForm form, bool allowed, int64_t cost) {
+    if (allowed && (best.form == MicroForm::None || cost < best.cost)) best = {form, cost};
+  };
+  consider(MicroForm::Rows, rows_allowed(n, b),
+           kBlock * ((vectors(n) + kGroup - 1) / kGroup) * blocks_of_4_2_1(m) + m * vectors(n) * (k + 1));
+  consider(MicroForm::Columns, columns_allowed(m, a),
+           kBlock * ((vectors(m) + kGroup - 1) / kGroup) * blocks_of_4_2_1(n) + n * vectors(m) * (k + 1) +
+               (rs_c == 1 ? 0 : m * n));
+  consider(MicroForm::Dots, dots_allowed(k, a, b), m * n * (vectors(k) + kDot));
+  return best;
+}
+
+template <int64_t kLanes>
+MicroForm micro_form(const PathLimits& l, int64_t m, int64_t n, int64_t k, const MatrixView& a, const MatrixView& b,
+                     int64_t rs_c) {
+  // (In integers: a product in doubles was a chain of conversions, a third of the test.)
+  const int64_t most = l.micro_max_multiply_adds;
+  if (m > most || n > most || k > most || m * n > l.micro_max_c_elements || m * n * k > most) return MicroForm::None;
+  if (!g_micro_path_on.load(std::memory_order_relaxed)) return MicroForm::None;
+  const MicroChoice choice = micro_choice<kLanes>(m, n, k, a, b, rs_c);
+  // Past the fixed bound, the columns and dots forms by the work: the paths they replace
+  // gather a transposed B (the tiny path) or stride down A's columns (the GEMV). Not the
+  // rows form, the tiny path's own method in smaller blocks (16x16x16 NN 103 -> 115 ns).
+  const int64_t per_cost = choice.form == MicroForm::Columns ? l.micro_multiply_adds_per_cost
+                           : choice.form == MicroForm::Dots  ? 2 * l.micro_multiply_adds_per_cost
+                                                             : 0;
+  const int64_t bound = per_cost ? std::max(l.micro_max_cost, m * n * k / per_cost) : l.micro_max_cost;
+  return choice.cost <= bound ? choice.form : MicroForm::None;
+}
+
+}  // namespace
+
+bool micro_serves(const PathLimits& l, int64_t m, int64_t n, int64_t k, const MatrixView& a, const MatrixView& b,
+                  int64_t rs_c) {
+  if (l.micro_lanes == Lanes512::kLanes) return micro_form<Lanes512::kLanes>(l, m, n, k, a, b, rs_c) != MicroForm::None;
+  if (l.micro_lanes == Lanes256::kLanes) return micro_form<Lanes256::kLanes>(l, m, n, k, a, b, rs_c) != MicroForm::None;
+  return false;
+}
+
+bool gemm_micro(const PathLimits& l, int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
+                const MatrixView& b, float beta, float* c, int64_t rs_c) {
+  if (l.micro_lanes == Lanes512::kLanes) {
+    const MicroForm form = micro_form<Lanes512::kLanes>(l, m, n, k, a, b, rs_c);
+    if (form == MicroForm::None) return false;
+    const int64_t along = form == MicroForm::Rows ? n : form == MicroForm::Columns ? m : k;
+    run_micro(along <= Lanes512Half::kLanes ? kEntries512Half : kEntries512, form, m, n, k, alpha, a, b, beta, c, rs_c);
+    return true;
+  }
+  if (l.micro_lanes == Lanes256::kLanes) {
+    const MicroForm form = micro_form<Lanes256::kLanes>(l, m, n, k, a, b, rs_c);
+    if (form == MicroForm::None) return false;
+    run_micro(kEntries256, form, m, n, k, alpha, a, b, beta, c, rs_c);
+    return true;
+  }
+  return false;
+}
+
+#else
+// Never chosen: path_limits() gives no micro path without x86-64.
+bool micro_serves(const PathLimits&, int64_t, int64_t, int64_t, const MatrixView&, const MatrixView&, int64_t) {
+  return false;
+}
+bool gemm_micro(const PathLimits&, int64_t, int64_t, int64_t, float, const MatrixView&, const MatrixView&, float,
+                float*, int64_t) {
+  return false;
+}
+#endif
+
+}  // namespace gk
