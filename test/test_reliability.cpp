@@ -72,6 +72,7 @@ Internal internal_problem(const Shape& s, const Call& c) {
     in.p.m = s.n, in.p.n = s.m, in.a = view(c.tb, ldb), in.b = view(c.ta, lda);
   }
   in.p.k = s.k;
+  in.p.rs_c = reliability::stored_c(s).ld(c.row_major);
   return in;
 }
 
@@ -130,7 +131,7 @@ TEST(ReliabilityCases, TheShapesTakeEveryPath) {
   gk_set_num_threads(0);
   std::set<gk::GemmPath> expected{gk::GemmPath::GemvColumns, gk::GemmPath::GemvRows, gk::GemmPath::Small,
                                   gk::GemmPath::PackedPerPanel, gk::GemmPath::PackedSharedB};
-  if (tiny_possible) expected.insert({gk::GemmPath::Tiny, gk::GemmPath::TinyNarrow});
+  if (tiny_possible) expected.insert({gk::GemmPath::Tiny, gk::GemmPath::TinyNarrow, gk::GemmPath::Micro});
   if (in_place_possible) expected.insert(gk::GemmPath::InPlaceA);
   for (gk::GemmPath path : expected) EXPECT_TRUE(taken.count(path)) << "no shape takes the " << gk::path_name(path) << " path";
   EXPECT_FALSE(taken.count(gk::GemmPath::NoHeap)) << "a call fell back with memory to spare";
@@ -224,11 +225,12 @@ TEST(ReliabilityNoHeap, EveryShapeLayoutAndTransposeWithoutScratch) {
               failure_text(run_checked(s, c, alphas[turn % 2], betas[turn / 2 % 2], turn % 3 == 0 ? 3 : 0, turn % 4 == 1));
           ++turn;
           if (!wrong.empty()) return wrong;
-          // Every path needs memory but a GEMV (in some forms) and the tiny paths on a B
-          // whose rows are contiguous.
+          // Every path needs memory but the micro path, a GEMV (in some forms) and the tiny
+          // paths on a B whose rows are contiguous.
           const Internal in = internal_problem(s, c);
           const gk::GemmPath path = gk::choose_gemm_path(in.p, in.a, in.b, gk::active_config()).path;
-          const bool may_need_none = path == gk::GemmPath::GemvColumns || path == gk::GemmPath::GemvRows ||
+          const bool may_need_none = path == gk::GemmPath::Micro || path == gk::GemmPath::GemvColumns ||
+                                     path == gk::GemmPath::GemvRows ||
                                      ((path == gk::GemmPath::Tiny || path == gk::GemmPath::TinyNarrow) && in.b.cs == 1);
           const int64_t fell_back = gk::no_heap_fallbacks() - before;
           const gk::GemmPath ran = gk::last_gemm_path();

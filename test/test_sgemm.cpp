@@ -227,6 +227,7 @@ TEST(Sgemm, MatrixVectorShapes) {
 // and 4-float vectors), K short of, at and past the direct columns (16) and odd, in every
 // layout and transpose by turns, beta 0 with C NaN.
 TEST(Sgemm, MatrixVectorShortRowsEveryTail) {
+  const gktest::WithoutMicroPath paths_below_micro;
   gktest::for_each_kernel([](const gk::KernelInfo&) {
     gk_set_num_threads(1);
     int pick = 0;
@@ -1114,12 +1115,14 @@ TEST(Sgemm, FewRowsAgainstBsRowsInPlaceEveryCount) {
 // The tiny and micro paths load the operands' rows and C's through lane masks: nothing
 // past an operand is read or written. Each operand ends where a PROT_NONE page begins, so a
 // stray access faults (the sanitizers do not see masked vector loads). Every transpose
-// pair, K below and past the micro path's sets of accumulators; with the micro path and
-// without (the tiny and GEMV paths beneath it).
+// pair, K 1 (one masked lane of a dot product) and below and past the micro path's sets of
+// accumulators; with the micro path (asserted to run) and without (the tiny and GEMV paths
+// beneath it).
 TEST(Sgemm, TinyAndMicroPathsStayInsideTheirOperands) {
   gk_set_num_threads(1);
   // Row-major C (m x n) = op(A) op(B) + beta * 2, against the double reference.
-  const auto check = [](int64_t m, int64_t n, int64_t k, bool ta, bool tb, float beta) {
+  int micro_runs = 0;
+  const auto check = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, float beta) {
     gktest::GuardedFloats a(size_t(m * k)), b(size_t(k * n)), c(size_t(m * n));
     if (!a.data() || !b.data() || !c.data()) return;
     const std::vector<float> av = gktest::random_vector(a.size(), 11), bv = gktest::random_vector(b.size(), 12);
@@ -1128,6 +1131,7 @@ TEST(Sgemm, TinyAndMicroPathsStayInsideTheirOperands) {
     std::fill(c.data(), c.data() + c.size(), beta == 0.0f ? gktest::kNaN : 2.0f);
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
                 1.0f, a.data(), int(ta ? m : k), b.data(), int(tb ? k : n), beta, c.data(), int(n));
+    micro_runs += gk::last_gemm_path() == gk::GemmPath::Micro;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double exact = beta * 2.0, magnitude = std::fabs(exact);
@@ -1141,7 +1145,7 @@ TEST(Sgemm, TinyAndMicroPathsStayInsideTheirOperands) {
   };
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{5, 1},  {5, 5},  {5, 13}, {5, 17}, {5, 30},
                                                            {21, 5}, {21, 8}, {21, 30}, {1, 9}, {9, 1}};
-  for (const int64_t k : {7, 23})
+  for (const int64_t k : {1, 7, 23})
     for (const auto& [m, n] : shapes)
       for (bool ta : {false, true})
         for (bool tb : {false, true})
@@ -1153,6 +1157,9 @@ TEST(Sgemm, TinyAndMicroPathsStayInsideTheirOperands) {
             SCOPED_TRACE("without the micro path");
             check(m, n, k, ta, tb, beta);
           }
+  if (gk::active_config().paths.micro_lanes > 0) {
+    EXPECT_GT(micro_runs, 100) << "the micro path should serve most of these";
+  }
   gk_set_num_threads(0);
 }
 
@@ -1177,39 +1184,47 @@ RowStored row_stored(const Case& c) {
 // The micro path (src/gemm/micro.cpp) in each of its forms: B's rows contiguous (rows),
 // A's rows and B's columns contiguous (dots), A's columns contiguous (columns), in both
 // layouts and every transpose pair, through cblas_sgemm and sgemm_; rows, columns and K
-// around the 8- and 16-float vectors and the 4-, 2- and 1-row (or column) blocks, K below
-// and past the sets of accumulators; alpha, beta (0 with C NaN: C not read) and padded
-// leading dimensions by turns, against the double reference. The path is asserted where
-// micro_serves says so (and not elsewhere), and every transpose pair reaches it.
+// around the 8- and 16-float vectors, the groups of vectors and the 4-, 2- and 1-row (or
+// column) blocks, K below and past the sets of accumulators; alpha, beta (0 with C NaN:
+// C not read) and padded leading dimensions by turns, against the double reference. The
+// path is asserted where micro_serves says so (and not elsewhere), every layout and
+// transpose pair reaches it, and so does each form with no dimension of 1 (row-major NN:
+// rows, NT: dots, TT: columns; column-major the same products transposed).
 TEST(Sgemm, MicroPathEveryForm) {
   const bool q = gktest::quick();
   const std::vector<int64_t> dims = q ? std::vector<int64_t>{1, 2, 3, 5, 8, 9, 17, 33}
-                                      : std::vector<int64_t>{1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33};
+                                      : std::vector<int64_t>{1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 65};
   const std::vector<int64_t> ks =
       q ? std::vector<int64_t>{1, 2, 7, 8, 17, 57} : std::vector<int64_t>{1, 2, 3, 7, 8, 9, 16, 17, 33, 57, 64, 65};
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
     const gk::PathLimits& l = gk::derive_blocking(ker).paths;
     gk_set_num_threads(1);
-    int pick = 0, reached[2][2] = {};
-    for (int64_t m : dims)
-      for (int64_t n : dims)
-        for (int64_t k : ks)
-          for (bool ta : {false, true})
-            for (bool tb : {false, true}) {
-              if (m * n * k > l.micro_max_multiply_adds && pick++ % 16 != 0) continue;  // a few past its bound
-              const bool rm = pick % 2 == 0;
-              const Case c{m, n, k, rm, ta, tb, kAlphas[1 + pick % 2], kBetas[pick / 2 % 3], int64_t(pick % 5 == 1 ? 3 : 0)};
-              ++pick;
-              ASSERT_TRUE(run_case(c, /*fortran=*/!rm && pick % 3 == 0));
-              const RowStored r = row_stored(c);
-              const bool serves = gk::micro_serves(l, r.m, r.n, r.k, r.a, r.b, r.rs_c);
-              const gk::GemmPath ran = gk::last_gemm_path();
-              EXPECT_EQ(ran == gk::GemmPath::Micro, serves) << describe(c) << " ran " << gk::path_name(ran);
-              reached[ta][tb] += ran == gk::GemmPath::Micro;
-            }
+    int turn = 0, reached[2][2][2] = {}, reached_whole[2][2][2] = {};
+    for (bool rm : {true, false})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (int64_t m : dims)
+            for (int64_t n : dims)
+              for (int64_t k : ks) {
+                if (m * n * k > l.micro_max_multiply_adds) continue;
+                const int pick = turn++;
+                const Case c{m, n, k, rm, ta, tb, kAlphas[1 + pick % 2], kBetas[pick / 2 % 3],
+                             int64_t(pick % 5 == 1 ? 3 : 0)};
+                ASSERT_TRUE(run_case(c, /*fortran=*/!rm && pick % 3 == 0));
+                const RowStored r = row_stored(c);
+                const bool serves = gk::micro_serves(l, r.m, r.n, r.k, r.a, r.b, r.rs_c);
+                const gk::GemmPath ran = gk::last_gemm_path();
+                EXPECT_EQ(ran == gk::GemmPath::Micro, serves) << describe(c) << " ran " << gk::path_name(ran);
+                reached[rm][ta][tb] += ran == gk::GemmPath::Micro;
+                reached_whole[rm][ta][tb] += ran == gk::GemmPath::Micro && m > 1 && n > 1 && k > 1;
+              }
     if (l.micro_lanes == 0) return;
-    for (bool ta : {false, true})
-      for (bool tb : {false, true}) EXPECT_GT(reached[ta][tb], 20) << "transposes " << ta << tb;
+    for (bool rm : {false, true})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          EXPECT_GT(reached[rm][ta][tb], 20) << (rm ? "row" : "col") << "-major " << ta << tb;
+          EXPECT_GT(reached_whole[rm][ta][tb], 3) << (rm ? "row" : "col") << "-major " << ta << tb << ", no dimension 1";
+        }
   });
   gk_set_num_threads(0);
 }

@@ -157,7 +157,7 @@ struct PathLimits {
   int64_t micro_max_multiply_adds = 0;  // at most this many multiply-adds,
   int64_t micro_max_c_elements = 0;   // C at most this many elements
   int64_t micro_max_cost = 0;         // and micro_choice's estimate at most this,
-  int64_t micro_multiply_adds_per_cost = 1;  // or the multiply-adds over this (columns form; dots: twice)
+  int64_t micro_columns_cost_per_vector = 0;  // or, columns form, this per vector multiply-add
   double small_multiply_adds = 0;     // tiny and small: at most this many, one thread
   int64_t small_max_k = 0;            // small: its MR x K A micro-panel stays in L1
   int64_t narrow_max_columns = 0;     // tiny-narrow: one block of columns

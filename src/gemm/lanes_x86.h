@@ -1,5 +1,5 @@
-// Partial AVX2 vectors, shared by the tiny and micro paths: the first n lanes as a mask,
-// and stores of the first n lanes.
+// AVX2 vector pieces shared by the tiny and micro paths: the first n lanes as a mask,
+// stores of the first n lanes, the sum of 8 lanes.
 #pragma once
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -32,6 +32,13 @@ GK_LANES_TARGET void store_first(float* c, __m256 v, int64_t n) {
     c += 2;
   }
   if (n & 1) _mm_store_ss(c, part);
+}
+
+// The sum of v's 8 lanes, by halving.
+GK_LANES_TARGET float sum8(__m256 v) {
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
 }
 
 #undef GK_LANES_TARGET

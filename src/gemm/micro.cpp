@@ -1,7 +1,7 @@
-// Products so small that another path's set-up costs more than its multiply-adds (at most
-// PathLimits::micro_max_cost by micro_choice's estimate, one thread): each element of C computed in one pass
-// straight from the operands, in one of three forms, nothing gathered, no buffer, no
-// thread team.
+// Products so small that another path's set-up costs more than their multiply-adds
+// (PathLimits' micro bounds on micro_choice's estimate, one thread): each element of C
+// computed in one pass straight from the operands, in one of three forms, nothing
+// gathered, no buffer, no thread team.
 //
 // Against OpenBLAS's SkylakeX small-matrix kernels these calls lost on their fixed cost,
 // not on arithmetic (Xeon, AVX-512, one thread, ns per cblas_sgemm call, OpenBLAS in the
@@ -63,15 +63,13 @@ struct Lanes512 {
     // of _mm512_reduce_add_ps's and _mm512_shuffle_f32x4's builtins once inlined here.)
     const __m256 h = __m256(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7)) +
                      __m256(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
-    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+    return sum8(h);
   }
 };
 
 // AVX-512 on 8-float vectors (AVX-512VL masks), where the vectors run along at most 8
 // floats: a 16-float masked load or store of a few floats spans two cache lines more
-// often, and half of each FMA is idle anyway (7x2x7 on 16 floats 52 ns, on 8 FIXME).
+// often, and half of each FMA is idle anyway (7x2x7 on 16 floats 52 ns, on 8 40).
 struct Lanes512Half {
   static constexpr int64_t kLanes = 8;
   using V = __m256;
@@ -90,9 +88,7 @@ struct Lanes512Half {
   GK_MICRO512 static V add(V a, V b) { return _mm256_add_ps(a, b); }
   GK_MICRO512 static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   GK_MICRO512 static float sum(V v) {
-    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+    return sum8(v);
   }
 };
 
@@ -115,11 +111,13 @@ struct Lanes256 {
   GK_MICRO256 static V add(V a, V b) { return _mm256_add_ps(a, b); }
   GK_MICRO256 static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   GK_MICRO256 static float sum(V v) {
-    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+    return sum8(v);
   }
 };
+
+// Vectors per group of the rows and columns forms: up to 4 with AVX-512's 32 registers (16
+// accumulators at 4 rows or columns), 2 with AVX2's 16.
+constexpr int64_t group_vectors(int64_t lanes) { return lanes == 16 ? 4 : 2; }
 
 // The templates below and the vector operations are inlined into flattened functions per
 // ISA (GK_MICRO_ENTRY), which give them their target: always_inline would
@@ -204,12 +202,11 @@ GK_MICRO_INLINE void rows_group(int64_t m, int64_t k, float alpha, const MatrixV
                                                rs_c, mask);
 }
 
-// Groups of up to 4 vectors of columns with AVX-512's 32 registers (16 accumulators at 4
-// rows), 2 with AVX2's 16.
+// Groups of group_vectors() vectors of columns.
 template <typename T, bool kLongK>
 GK_MICRO_INLINE void rows_form(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
                                const MatrixView& b, float beta, float* c, int64_t rs_c) {
-  constexpr int64_t kGroup = T::kLanes == 16 ? 4 : 2;
+  constexpr int64_t kGroup = group_vectors(T::kLanes);
   for (int64_t j = 0; j < n;) {
     const int64_t vectors = std::min(kGroup, (n - j + T::kLanes - 1) / T::kLanes);
     const int64_t columns = std::min(vectors * T::kLanes, n - j);
@@ -227,7 +224,7 @@ GK_MICRO_INLINE void rows_form(int64_t m, int64_t n, int64_t k, float alpha, con
 }
 
 // Dots form: C(0, [0, J)) = the dot products of A's row at `a` with B's columns at b, cs_b
-// apart; two sets of accumulators where J is below 4.
+// apart; two sets of accumulators.
 template <typename T, int J>
 GK_MICRO_INLINE void dots_block(int64_t k, float alpha, const float* a, const float* b, int64_t cs_b, float beta,
                                 float* c, typename T::Mask tail) {
@@ -359,11 +356,11 @@ GK_MICRO_INLINE void columns_group(int64_t n, int64_t k, float alpha, const floa
                                                   mask);
 }
 
-// Groups of up to 4 vectors of rows with AVX-512's registers, 2 with AVX2's (as rows_form).
+// Groups of group_vectors() vectors of rows.
 template <typename T, bool kLongK>
 GK_MICRO_INLINE void columns_form(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
                                   const MatrixView& b, float beta, float* c, int64_t rs_c) {
-  constexpr int64_t kGroup = T::kLanes == 16 ? 4 : 2;
+  constexpr int64_t kGroup = group_vectors(T::kLanes);
   for (int64_t i = 0; i < m;) {
     const int64_t vectors = std::min(kGroup, (m - i + T::kLanes - 1) / T::kLanes);
     const int64_t rows = std::min(vectors * T::kLanes, m - i);
@@ -408,6 +405,9 @@ GK_MICRO_ENTRY(columns_256, "avx2,fma", (columns_form<Lanes256, false>))
 GK_MICRO_ENTRY(columns_long_256, "avx2,fma", (columns_form<Lanes256, true>))
 #undef GK_ISA512
 #undef GK_MICRO_ENTRY
+#undef GK_MICRO_INLINE
+#undef GK_MICRO256
+#undef GK_MICRO512
 
 struct MicroEntries {
   MicroEntry rows, rows_long, dots, columns, columns_long;
@@ -445,7 +445,7 @@ struct MicroChoice {
 template <int64_t kLanes>
 MicroChoice micro_choice(int64_t m, int64_t n, int64_t k, const MatrixView& a, const MatrixView& b, int64_t rs_c) {
   const auto vectors = [](int64_t length) { return (length + kLanes - 1) / kLanes; };
-  constexpr int64_t kBlock = 8, kDot = 6, kGroup = kLanes == 16 ? 4 : 2;  // the forms' groups of vectors
+  constexpr int64_t kBlock = 8, kDot = 6, kGroup = group_vectors(kLanes);
   MicroChoice best;
   const auto consider = [&](MicroForm form, bool allowed, int64_t cost) {
     if (allowed && (best.form == MicroForm::None || cost < best.cost)) best = {form, cost};
@@ -467,13 +467,13 @@ MicroForm micro_form(const PathLimits& l, int64_t m, int64_t n, int64_t k, const
   if (m > most || n > most || k > most || m * n > l.micro_max_c_elements || m * n * k > most) return MicroForm::None;
   if (!g_micro_path_on.load(std::memory_order_relaxed)) return MicroForm::None;
   const MicroChoice choice = micro_choice<kLanes>(m, n, k, a, b, rs_c);
-  // Past the fixed bound, the columns and dots forms by the work: the paths they replace
-  // gather a transposed B (the tiny path) or stride down A's columns (the GEMV). Not the
-  // rows form, the tiny path's own method in smaller blocks (16x16x16 NN 103 -> 115 ns).
-  const int64_t per_cost = choice.form == MicroForm::Columns ? l.micro_multiply_adds_per_cost
-                           : choice.form == MicroForm::Dots  ? 2 * l.micro_multiply_adds_per_cost
-                                                             : 0;
-  const int64_t bound = per_cost ? std::max(l.micro_max_cost, m * n * k / per_cost) : l.micro_max_cost;
+  // Past the fixed bound, the columns form by the work, in vector multiply-adds: the paths
+  // it replaces gather a transposed B (the tiny path) or stride down A's columns (the
+  // GEMV). Not the rows form, the tiny path's own method in smaller blocks (16x16x16 NN
+  // 103 -> 115 ns); nor the dots form, whose estimate is past its work anyway.
+  const int64_t bound = choice.form == MicroForm::Columns
+                            ? std::max(l.micro_max_cost, m * n * k / kLanes * l.micro_columns_cost_per_vector)
+                            : l.micro_max_cost;
   return choice.cost <= bound ? choice.form : MicroForm::None;
 }
 

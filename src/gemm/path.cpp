@@ -22,10 +22,10 @@ PathLimits path_limits(const KernelInfo& kernel) {
 #if defined(__x86_64__)
   l.tiny_blocks = kernel.simd != SimdLevel::Baseline;
   // The micro path where its estimate (micro_choice, about cycles) is at most 224, or for
-  // its columns and dots forms the multiply-adds over 8 and 16 (the paths they replace
-  // gather B or stride down A: 16x3x128 TT 554 -> 200 ns, 12x4x200 TT 792 -> 278, 64x8x32
-  // TT 480 -> 395; the dots form at the work's eighth lost, 4x4x512 NT 194 -> 232); C of
-  // at most 512 elements and 16384 multiply-adds. Xeon (AVX-512), 1 thread, ns per
+  // its columns form twice the product's vector multiply-adds (the paths it replaces gather
+  // B or stride down A: 16x3x128 TT 554 -> 200 ns, 12x4x200 TT 792 -> 278, 64x8x32 TT 480
+  // -> 395; the dots form at that bound lost, 4x4x512 NT 194 -> 232); always C of at most
+  // 512 elements and at most 16384 multiply-adds. Xeon (AVX-512), 1 thread, ns per
   // cblas_sgemm call, before -> micro (AVX2 forced alike): 2x1x1 33 -> 23, 1x1x57 NT 54 ->
   // 27, 1x71x4 56 -> 34, 31x2x10 TT 92 -> 57, 22x14x2 TN 66 -> 47, 46x1x5 TT 56 -> 34,
   // 7x2x7 46 -> 38, 17x17x1 59 -> 43, 3x1x118 TN 176 -> 65, 2x13x6 NT 95 -> 53, 1x143x4 75
@@ -37,7 +37,7 @@ PathLimits path_limits(const KernelInfo& kernel) {
   l.micro_lanes = kernel.simd == SimdLevel::Avx512 ? 16 : l.tiny_blocks ? 8 : 0;
   l.micro_max_multiply_adds = 16384;
   l.micro_max_c_elements = 512;
-  l.micro_multiply_adds_per_cost = 8;
+  l.micro_columns_cost_per_vector = 2;
   l.micro_max_cost = 224;
 #endif
   // Up to about 96^3 multiply-adds everything fits in L2 and one thread is fastest

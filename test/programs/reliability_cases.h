@@ -24,6 +24,7 @@ constexpr Shape kShapes[] = {
     {"in-place-a", 2000, 8, 64},         // few columns, A's rows read in place
     {"packed-per-panel", 100, 300, 300}, // all of M in one MC block
     {"packed-shared-b", 1100, 300, 64},  // M over MC: the shared B block
+    {"micro", 7, 2, 7},                  // the smallest products: the micro path (AVX2, AVX-512)
 };
 // Emulated runs (GEMMKIT_TEST_QUICK): arm64 has neither the tiny nor the in-place-A path,
 // and MC is 240 there when qemu reports no caches.
@@ -34,6 +35,7 @@ constexpr Shape kQuickShapes[] = {
     {"small", 20, 20, 20},
     {"packed-per-panel", 60, 100, 100},
     {"packed-shared-b", 600, 60, 40},
+    {"micro", 7, 2, 7},
 };
 
 // The shapes a run uses (`quick`: an emulated run).
