@@ -281,8 +281,9 @@ TEST(Sgemm, DotProductsEveryEdge) {
 // registers, 4 on 16), where the tiny path gathered all of B. Every vector count in both
 // orientations and both layouts, rows around the passes, K with and without tails of 16-
 // and 8-float vectors, alpha, beta (0 with C NaN) and padded leading dimensions by turns;
-// the path asserted, and asserted off the GEMV for 9-16 columns.
+// the path asserted, and asserted off the GEMV for 9-16 columns; the micro path off.
 TEST(Sgemm, DotProductsLongK) {
+  const gktest::WithoutMicroPath paths_below_micro;
   const std::vector<int64_t> ks = gktest::quick() ? std::vector<int64_t>{137, 1003} : std::vector<int64_t>{128, 137, 143, 1003};
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
     const gk::PathLimits& l = gk::derive_blocking(ker).paths;
@@ -324,8 +325,10 @@ TEST(Sgemm, DotProductsLongK) {
 // vectors. Columns 4..9 around the limits, rows around the 16-row vectors, the 128-row
 // threshold and the aligned heads from 256 rows, K at and past the direct columns (the
 // partial sums then, C within half of L1 or past it), layouts, alpha, beta (0 with C NaN)
-// and padded leading dimensions by turns; the path asserted both ways.
+// and padded leading dimensions by turns; the path asserted both ways, the micro path off
+// (its columns form serves some of these products first: MicroPathPastItsBounds).
 TEST(Sgemm, FewColumnsAgainstContiguousColumnsOfA) {
+  const gktest::WithoutMicroPath paths_below_micro;
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
     const gk::PathLimits& l = gk::derive_blocking(ker).paths;
     gk_set_num_threads(1);
@@ -841,8 +844,9 @@ TEST(Driver, PerPanelWithBsRowsPackedOrInPlace) {
 // pointwise kernels (with AVX-512, past 8 columns) every case runs the path but those
 // small enough for the tiny or small path, or for dot products (row-major NT, few columns,
 // A within L1), which choose_gemm_path tries first, and every M x N runs it with some K;
-// elsewhere none does.
+// elsewhere none does. The micro path off.
 TEST(Sgemm, InPlaceAEveryRowAndColumnEdge) {
+  const gktest::WithoutMicroPath paths_below_micro;
   const std::vector<int64_t> columns =
       gktest::quick() ? std::vector<int64_t>{2, 9, 25, 49} : std::vector<int64_t>{2, 8, 9, 16, 17, 24, 25, 32, 33, 40, 49, 57, 72, 100, 256};
   gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
@@ -1225,6 +1229,60 @@ TEST(Sgemm, MicroPathEveryForm) {
           EXPECT_GT(reached[rm][ta][tb], 20) << (rm ? "row" : "col") << "-major " << ta << tb;
           EXPECT_GT(reached_whole[rm][ta][tb], 3) << (rm ? "row" : "col") << "-major " << ta << tb << ", no dimension 1";
         }
+  });
+  gk_set_num_threads(0);
+}
+
+// The micro path past its bounds. Columns form (wide_columns_serve): A's columns
+// contiguous, 4 to 12 columns of C stored as rows of 4 and 2 floats after a transpose in
+// registers (and a last column lane by lane), rows around the vectors and groups of
+// vectors up to the 256-row bound and past it. Dots form (wide_dots_serve): A's rows and
+// B's columns contiguous, blocks of 4 (AVX2: 2), 2 and 1 rows by 4, 2 and 1 columns, K
+// around the vectors and the 4-per-row bound. K past the sets; beta 0 (C NaN), beta
+// nonzero and padded leading dimensions by turns; both layouts, against the double
+// reference. The path is asserted against micro_serves, and where the rules are on (16-
+// float vectors) products past the small bounds reach it in each form.
+TEST(Sgemm, MicroPathPastItsBounds) {
+  const bool q = gktest::quick();
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    const gk::PathLimits& l = gk::derive_blocking(ker).paths;
+    gk_set_num_threads(1);
+    int turn = 0;
+    // One row-stored product m x n x k, A's columns contiguous (columns) or A's rows and B's
+    // columns (dots), in either layout: column-major runs C^T = op(B)^T op(A)^T.
+    const auto run = [&](bool columns, bool rm, bool other_transposed, int64_t m, int64_t n, int64_t k) {
+      const int pick = turn++;
+      const float alpha = kAlphas[1 + pick % 2], beta = kBetas[pick % 3];
+      const int64_t extra = pick % 4 == 1 ? 5 : 0;
+      const bool ta = columns ? true : false, tb = columns ? other_transposed : true;
+      const Case c = rm ? Case{m, n, k, true, ta, tb, alpha, beta, extra}
+                        : Case{n, m, k, false, tb, ta, alpha, beta, extra};
+      EXPECT_TRUE(run_case(c)) << describe(c);
+      const RowStored r = row_stored(c);
+      const bool serves = gk::micro_serves(l, r.m, r.n, r.k, r.a, r.b, r.rs_c);
+      const gk::GemmPath ran = gk::last_gemm_path();
+      EXPECT_EQ(ran == gk::GemmPath::Micro, serves) << describe(c) << " ran " << gk::path_name(ran);
+      return ran == gk::GemmPath::Micro && (r.m * r.n > l.micro_max_c_elements || r.m * r.n * r.k > l.micro_max_multiply_adds);
+    };
+    int wide_columns[2] = {}, wide_dots[2] = {};
+    for (bool rm : {true, false})
+      for (bool other_transposed : {false, true}) {
+        for (int64_t m : q ? std::vector<int64_t>{17, 100, 256, 300} : std::vector<int64_t>{17, 64, 100, 129, 256, 300})
+          for (int64_t n : q ? std::vector<int64_t>{4, 6, 7, 12, 13} : std::vector<int64_t>{3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13})
+            for (int64_t k : {8, 15, 47}) wide_columns[rm] += run(true, rm, other_transposed, m, n, k);
+        if (other_transposed) continue;  // (the dots form has one transpose pair per layout)
+        for (int64_t m : q ? std::vector<int64_t>{1, 3, 6, 9} : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 9, 13})
+          for (int64_t n : q ? std::vector<int64_t>{2, 5, 40, 130} : std::vector<int64_t>{1, 2, 3, 4, 5, 7, 9, 40, 130})
+            for (int64_t k : {31, 32, 33, 47, 100, 257, 600}) wide_dots[rm] += run(false, rm, false, m, n, k);
+      }
+    for (bool rm : {true, false}) {
+      if (l.micro_columns_max_n > 0) {
+        EXPECT_GT(wide_columns[rm], 20) << (rm ? "row" : "col") << "-major";
+      }
+      if (l.micro_dots_k_per_row > 0) {
+        EXPECT_GT(wide_dots[rm], 20) << (rm ? "row" : "col") << "-major";
+      }
+    }
   });
   gk_set_num_threads(0);
 }

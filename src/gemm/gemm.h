@@ -158,6 +158,10 @@ struct PathLimits {
   int64_t micro_max_c_elements = 0;   // C at most this many elements
   int64_t micro_max_cost = 0;         // and micro_choice's estimate at most this,
   int64_t micro_columns_cost_per_vector = 0;  // or, columns form, this per vector multiply-add
+  int64_t micro_columns_max_m = 0;   // past them, the columns form (a few columns of C,
+  int64_t micro_columns_max_n = 0;   // A in L1: wide_columns_serve) up to m x n and
+  int64_t micro_columns_max_a_elements = 0;  // m k within these
+  int64_t micro_dots_k_per_row = 0;  // and the dots form with K this many times min(m, n)
   double small_multiply_adds = 0;     // tiny and small: at most this many, one thread
   int64_t small_max_k = 0;            // small: its MR x K A micro-panel stays in L1
   int64_t narrow_max_columns = 0;     // tiny-narrow: one block of columns

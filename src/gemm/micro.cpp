@@ -14,12 +14,15 @@
 // - rows: B's rows contiguous. A row of C is vectors along N, each A element broadcast;
 //   up to four rows at a time, k steps split over sets of accumulators to make four chains.
 // - dots: A's rows and B's columns contiguous. Each element of C is a dot product along
-//   K, up to four at a time from one row of A.
+//   K, in blocks of up to 4 rows by 4 columns (AVX2: 2 by 4), a row's sums stored at once.
 // - columns: A's columns contiguous. A column of C is vectors along M, each B element
-//   broadcast; the lanes are stored one by one down C's column.
+//   broadcast; blocks of 4 and 2 columns transposed in registers and stored by rows of C,
+//   a last single column lane by lane. Past the bounds too where A stays in L1 and C has
+//   a few columns (wide_columns_serve).
 // Where several apply, the one with the lowest estimated cost (micro_choice).
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "gemm/gemm.h"
 #include "gemm/lanes_x86.h"
@@ -43,6 +46,7 @@ enum class MicroForm { None, Rows, Dots, Columns };
 #define GK_MICRO512 __attribute__((target("avx512f,avx512vl,avx2,fma"))) inline
 struct Lanes512 {
   static constexpr int64_t kLanes = 16;
+  static constexpr int kRegisters = 32;
   using V = __m512;
   struct Mask {
     __mmask16 k;
@@ -58,6 +62,25 @@ struct Lanes512 {
   GK_MICRO512 static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   GK_MICRO512 static V add(V a, V b) { return _mm512_add_ps(a, b); }
   GK_MICRO512 static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  // unpcklps/unpckhps and unpcklpd/unpckhpd within each 128-bit group (as shuffles: GCC
+  // 12 warns on the _mm512 unpacks' undefined source operand, as in sum below).
+  GK_MICRO512 static V unpack_lo(V a, V b) {
+    return __builtin_shufflevector(a, b, 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29);
+  }
+  GK_MICRO512 static V unpack_hi(V a, V b) {
+    return __builtin_shufflevector(a, b, 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31);
+  }
+  GK_MICRO512 static V unpack_lo2(V a, V b) {
+    return __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+  }
+  GK_MICRO512 static V unpack_hi2(V a, V b) {
+    return __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  }
+  GK_MICRO512 static __m128 fold128(V v) {  // the four 128-bit groups added
+    const __m256 h = __m256(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7)) +
+                     __m256(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  }
   GK_MICRO512 static float sum(V v) {
     // (The halves by __builtin_shufflevector: GCC 12 warns on the undefined source operand
     // of _mm512_reduce_add_ps's and _mm512_shuffle_f32x4's builtins once inlined here.)
@@ -72,6 +95,7 @@ struct Lanes512 {
 // often, and half of each FMA is idle anyway (7x2x7 on 16 floats 52 ns, on 8 40).
 struct Lanes512Half {
   static constexpr int64_t kLanes = 8;
+  static constexpr int kRegisters = 32;
   using V = __m256;
   struct Mask {
     __mmask8 k;
@@ -87,6 +111,15 @@ struct Lanes512Half {
   GK_MICRO512 static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   GK_MICRO512 static V add(V a, V b) { return _mm256_add_ps(a, b); }
   GK_MICRO512 static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  GK_MICRO512 static V unpack_lo(V a, V b) { return _mm256_unpacklo_ps(a, b); }
+  GK_MICRO512 static V unpack_hi(V a, V b) { return _mm256_unpackhi_ps(a, b); }
+  GK_MICRO512 static V unpack_lo2(V a, V b) {
+    return _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)));
+  }
+  GK_MICRO512 static V unpack_hi2(V a, V b) {
+    return _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)));
+  }
+  GK_MICRO512 static __m128 fold128(V v) { return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); }
   GK_MICRO512 static float sum(V v) {
     return sum8(v);
   }
@@ -95,6 +128,7 @@ struct Lanes512Half {
 #define GK_MICRO256 __attribute__((target("avx2,fma"))) inline
 struct Lanes256 {
   static constexpr int64_t kLanes = 8;
+  static constexpr int kRegisters = 16;
   using V = __m256;
   struct Mask {
     __m256i k;
@@ -110,6 +144,15 @@ struct Lanes256 {
   GK_MICRO256 static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   GK_MICRO256 static V add(V a, V b) { return _mm256_add_ps(a, b); }
   GK_MICRO256 static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  GK_MICRO256 static V unpack_lo(V a, V b) { return _mm256_unpacklo_ps(a, b); }
+  GK_MICRO256 static V unpack_hi(V a, V b) { return _mm256_unpackhi_ps(a, b); }
+  GK_MICRO256 static V unpack_lo2(V a, V b) {
+    return _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)));
+  }
+  GK_MICRO256 static V unpack_hi2(V a, V b) {
+    return _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)));
+  }
+  GK_MICRO256 static __m128 fold128(V v) { return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); }
   GK_MICRO256 static float sum(V v) {
     return sum8(v);
   }
@@ -223,60 +266,6 @@ GK_MICRO_INLINE void rows_form(int64_t m, int64_t n, int64_t k, float alpha, con
   }
 }
 
-// Dots form: C(0, [0, J)) = the dot products of A's row at `a` with B's columns at b, cs_b
-// apart; two sets of accumulators.
-template <typename T, int J>
-GK_MICRO_INLINE void dots_block(int64_t k, float alpha, const float* a, const float* b, int64_t cs_b, float beta,
-                                float* c, typename T::Mask tail) {
-  using V = typename T::V;
-  constexpr int kSets = 2;  // 4-8 chains (one set at J = 4: 4x4x512 NT 232 ns, GEMV 194)
-  V acc[kSets][J];
-#pragma GCC unroll 2
-  for (int s = 0; s < kSets; ++s)
-#pragma GCC unroll 4
-    for (int j = 0; j < J; ++j) acc[s][j] = T::zero();
-  int64_t q = 0;
-  for (; q + kSets * T::kLanes <= k; q += kSets * T::kLanes)
-#pragma GCC unroll 2
-    for (int s = 0; s < kSets; ++s) {
-      const V x = T::load(a + q + s * T::kLanes);
-#pragma GCC unroll 4
-      for (int j = 0; j < J; ++j) acc[s][j] = T::fma(x, T::load(b + j * cs_b + q + s * T::kLanes), acc[s][j]);
-    }
-  for (; q + T::kLanes <= k; q += T::kLanes) {
-    const V x = T::load(a + q);
-#pragma GCC unroll 4
-    for (int j = 0; j < J; ++j) acc[0][j] = T::fma(x, T::load(b + j * cs_b + q), acc[0][j]);
-  }
-  if (q < k) {
-    const V x = T::load(a + q, tail);
-#pragma GCC unroll 4
-    for (int j = 0; j < J; ++j) acc[kSets - 1][j] = T::fma(x, T::load(b + j * cs_b + q, tail), acc[kSets - 1][j]);
-  }
-#pragma GCC unroll 4
-  for (int j = 0; j < J; ++j) {
-    const float s = T::sum(kSets == 2 ? T::add(acc[0][j], acc[kSets - 1][j]) : acc[0][j]);
-    c[j] = beta == 0.0f ? alpha * s : alpha * s + beta * c[j];
-  }
-}
-
-template <typename T>
-GK_MICRO_INLINE void dots_form(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
-                               const MatrixView& b, float beta, float* c, int64_t rs_c) {
-  const typename T::Mask tail = T::first(k % T::kLanes == 0 ? T::kLanes : k % T::kLanes);
-  for (int64_t i = 0; i < m; ++i) {
-    const float* row = a.p + i * a.rs;
-    float* out = c + i * rs_c;
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) dots_block<T, 4>(k, alpha, row, b.p + j * b.cs, b.cs, beta, out + j, tail);
-    if (j + 2 <= n) {
-      dots_block<T, 2>(k, alpha, row, b.p + j * b.cs, b.cs, beta, out + j, tail);
-      j += 2;
-    }
-    if (j < n) dots_block<T, 1>(k, alpha, row, b.p + j * b.cs, b.cs, beta, out + j, tail);
-  }
-}
-
 // The lanes of v to C's rows rs_c apart (C's column), the first `lanes` of them, as
 // result + beta C; a contiguous column (rs_c 1: one column of a row-major C) stored whole.
 template <typename T>
@@ -295,9 +284,153 @@ GK_MICRO_INLINE void store_down(float* out, int64_t rs_c, typename T::V v, float
   }
 }
 
-// Columns form: C([0, NV vectors), [0, J)) = A's column runs at a (cs_a apart per k step,
-// the last vector's lanes those of `mask`) times B's elements (rs_b apart per k step, cs_b
-// per column); each lane stored to its row of C. NV vectors at once, as the rows form.
+// C's rows [0, lanes) of a block rs_c apart from W (4 or 2) floats of `rows` each: after the
+// unpacks below, each 128-bit group of a vector holds the pieces of one or two rows; row r's
+// piece is floats [kFirst(r), +W) of rows[kVector(r)].
+template <int W, size_t R>
+constexpr int piece_vector() { return W == 4 ? R % 4 : (R % 4) / 2; }
+template <int W, size_t R>
+constexpr int piece_first() { return W == 4 ? 4 * (R / 4) : 4 * (R / 4) + 2 * (R % 2); }
+template <typename T, int W, size_t... R>
+GK_MICRO_INLINE void store_row_pieces(float* out, int64_t rs_c, const typename T::V* rows, float beta,
+                                      int64_t lanes, std::index_sequence<R...>) {
+  const auto piece = [&](auto row, const typename T::V& v) {
+    constexpr int kFirst = piece_first<W, decltype(row)::value>();
+    float* to = out + static_cast<int64_t>(decltype(row)::value) * rs_c;
+    if constexpr (W == 4) {
+      __m128 x = __m128(__builtin_shufflevector(v, v, kFirst, kFirst + 1, kFirst + 2, kFirst + 3));
+      if (beta != 0.0f) x = _mm_add_ps(x, _mm_mul_ps(_mm_set1_ps(beta), _mm_loadu_ps(to)));  // beta == 0: C unread
+      _mm_storeu_ps(to, x);
+    } else {
+      __m128 x = __m128(__builtin_shufflevector(v, v, kFirst, kFirst + 1, kFirst, kFirst + 1));
+      if (beta != 0.0f)
+        x = _mm_add_ps(x, _mm_mul_ps(_mm_set1_ps(beta), _mm_loadl_pi(x, reinterpret_cast<const __m64*>(to))));
+      _mm_storel_pi(reinterpret_cast<__m64*>(to), x);
+    }
+  };
+  ((R < static_cast<size_t>(lanes) ? piece(std::integral_constant<size_t, R>{}, rows[piece_vector<W, R>()])
+                                   : void()),
+   ...);
+}
+
+// Four columns of C (rows [0, lanes), rs_c apart) as rows of 4 floats: the kLanes x 4 block
+// transposed in registers by two rounds of unpacks, one store per row (lanes stored one by
+// one cost as much as the multiply-adds: 1138x4x21 TT).
+template <typename T>
+GK_MICRO_INLINE void store_across4(float* out, int64_t rs_c, const typename T::V (&col)[4], float beta,
+                                   int64_t lanes) {
+  using V = typename T::V;
+  const V lo01 = T::unpack_lo(col[0], col[1]), hi01 = T::unpack_hi(col[0], col[1]);
+  const V lo23 = T::unpack_lo(col[2], col[3]), hi23 = T::unpack_hi(col[2], col[3]);
+  const V rows[4] = {T::unpack_lo2(lo01, lo23), T::unpack_hi2(lo01, lo23), T::unpack_lo2(hi01, hi23),
+                     T::unpack_hi2(hi01, hi23)};
+  store_row_pieces<T, 4>(out, rs_c, rows, beta, lanes, std::make_index_sequence<T::kLanes>{});
+}
+
+// Two columns of C as rows of 2 floats, the same way in one round.
+template <typename T>
+GK_MICRO_INLINE void store_across2(float* out, int64_t rs_c, const typename T::V (&col)[2], float beta,
+                                   int64_t lanes) {
+  using V = typename T::V;
+  const V pairs[2] = {T::unpack_lo(col[0], col[1]), T::unpack_hi(col[0], col[1])};
+  store_row_pieces<T, 2>(out, rs_c, pairs, beta, lanes, std::make_index_sequence<T::kLanes>{});
+}
+
+// The sums of the lanes of a, b, c and d as one 4-float vector: pairs added across by
+// unpacks, then the 128-bit groups folded (13 operations where four sums take 24).
+template <typename T>
+GK_MICRO_INLINE __m128 sum4(typename T::V a, typename T::V b, typename T::V c, typename T::V d) {
+  const typename T::V ab = T::add(T::unpack_lo(a, b), T::unpack_hi(a, b));
+  const typename T::V cd = T::add(T::unpack_lo(c, d), T::unpack_hi(c, d));
+  return T::fold128(T::add(T::unpack_lo2(ab, cd), T::unpack_hi2(ab, cd)));
+}
+
+// Dots form: C([0, R), [0, J)) = the dot products of R rows of A at `a` (rs_a apart) with J
+// columns of B at b (cs_b apart), each loaded vector used R or J times; two sets of
+// accumulators below 8 of them. A row's J sums stored at once (sum4).
+template <typename T, int R, int J>
+GK_MICRO_INLINE void dots_block(int64_t k, float alpha, const float* a, int64_t rs_a, const float* b, int64_t cs_b,
+                                float beta, float* c, int64_t rs_c, typename T::Mask tail) {
+  using V = typename T::V;
+  constexpr int kSets = R * J >= 8 ? 1 : 2;  // (one set at 1 x 4: 4x4x512 NT 232 ns, GEMV 194)
+  V acc[kSets][R][J];
+#pragma GCC unroll 2
+  for (int s = 0; s < kSets; ++s)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < J; ++j) acc[s][r][j] = T::zero();
+  const auto step = [&](V(&sums)[R][J], int64_t q, bool masked) {
+    V x[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      x[r] = masked ? T::load(a + r * rs_a + q, tail) : T::load(a + r * rs_a + q);
+      asm("" : "+v"(x[r]));
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) {
+      V y = masked ? T::load(b + j * cs_b + q, tail) : T::load(b + j * cs_b + q);
+      asm("" : "+v"(y));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) sums[r][j] = T::fma(x[r], y, sums[r][j]);
+    }
+  };
+  int64_t q = 0;
+  for (; q + kSets * T::kLanes <= k; q += kSets * T::kLanes)
+#pragma GCC unroll 2
+    for (int s = 0; s < kSets; ++s) step(acc[s], q + s * T::kLanes, false);
+  for (; q + T::kLanes <= k; q += T::kLanes) step(acc[0], q, false);
+  if (q < k) step(acc[kSets - 1], q, true);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    V sums[J];
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) sums[j] = kSets == 2 ? T::add(acc[0][r][j], acc[kSets - 1][r][j]) : acc[0][r][j];
+    float* out = c + r * rs_c;
+    if constexpr (J == 1) {
+      const float x = T::sum(sums[0]);
+      out[0] = beta == 0.0f ? alpha * x : alpha * x + beta * out[0];
+    } else {
+      __m128 x = _mm_mul_ps(_mm_set1_ps(alpha), J == 4 ? sum4<T>(sums[0], sums[1], sums[2], sums[J - 1])
+                                                       : sum4<T>(sums[0], sums[1], sums[0], sums[1]));
+      if (J == 4) {
+        if (beta != 0.0f) x = _mm_add_ps(x, _mm_mul_ps(_mm_set1_ps(beta), _mm_loadu_ps(out)));  // beta == 0: C unread
+        _mm_storeu_ps(out, x);
+      } else {
+        if (beta != 0.0f)
+          x = _mm_add_ps(x, _mm_mul_ps(_mm_set1_ps(beta), _mm_loadl_pi(x, reinterpret_cast<const __m64*>(out))));
+        _mm_storel_pi(reinterpret_cast<__m64*>(out), x);
+      }
+    }
+  }
+}
+
+// The columns of C in blocks of 4, 2 and 1 against R rows of A.
+template <typename T, int R>
+GK_MICRO_INLINE void dots_rows(int64_t n, int64_t k, float alpha, const float* a, int64_t rs_a, const MatrixView& b,
+                               float beta, float* c, int64_t rs_c, typename T::Mask tail) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) dots_block<T, R, 4>(k, alpha, a, rs_a, b.p + j * b.cs, b.cs, beta, c + j, rs_c, tail);
+  if (j + 2 <= n) {
+    dots_block<T, R, 2>(k, alpha, a, rs_a, b.p + j * b.cs, b.cs, beta, c + j, rs_c, tail);
+    j += 2;
+  }
+  if (j < n) dots_block<T, R, 1>(k, alpha, a, rs_a, b.p + j * b.cs, b.cs, beta, c + j, rs_c, tail);
+}
+
+// Rows of C in blocks of 4 (2 with AVX2's 16 registers: 4 x 4 sums and their operands
+// would not fit), 2 and 1.
+template <typename T>
+GK_MICRO_INLINE void dots_form(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,
+                               const MatrixView& b, float beta, float* c, int64_t rs_c) {
+  const typename T::Mask tail = T::first(k % T::kLanes == 0 ? T::kLanes : k % T::kLanes);
+  int64_t i = 0;
+  if constexpr (T::kRegisters == 32)
+    for (; i + 4 <= m; i += 4) dots_rows<T, 4>(n, k, alpha, a.p + i * a.rs, a.rs, b, beta, c + i * rs_c, rs_c, tail);
+  for (; i + 2 <= m; i += 2) dots_rows<T, 2>(n, k, alpha, a.p + i * a.rs, a.rs, b, beta, c + i * rs_c, rs_c, tail);
+  if (i < m) dots_rows<T, 1>(n, k, alpha, a.p + i * a.rs, a.rs, b, beta, c + i * rs_c, rs_c, tail);
+}
+
 template <typename T, int J, int NV, int kSets>
 GK_MICRO_INLINE void columns_block(int64_t k, float alpha, const float* a, int64_t cs_a, const float* b, int64_t rs_b,
                                    int64_t cs_b, float beta, float* c, int64_t rs_c, typename T::Mask mask) {
@@ -328,14 +461,31 @@ GK_MICRO_INLINE void columns_block(int64_t k, float alpha, const float* a, int64
   for (; p < k; ++p) step(acc[0], p);
   const typename T::Mask whole = T::first(T::kLanes);
 #pragma GCC unroll 4
-  for (int j = 0; j < J; ++j)
+  for (int v = 0; v < NV; ++v) {
+    V col[J];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
+    for (int j = 0; j < J; ++j) {
       if constexpr (kSets == 4) acc[0][j][v] = T::add(T::add(acc[0][j][v], acc[1][j][v]), T::add(acc[2][j][v], acc[3][j][v]));
       if constexpr (kSets == 2) acc[0][j][v] = T::add(acc[0][j][v], acc[1][j][v]);
-      store_down<T>(c + v * T::kLanes * rs_c + j, rs_c, T::mul(acc[0][j][v], T::set1(alpha)), beta,
-                    v + 1 < NV ? whole : mask);
+      col[j] = T::mul(acc[0][j][v], T::set1(alpha));
     }
+    float* out = c + v * T::kLanes * rs_c;
+    const typename T::Mask lanes = v + 1 < NV ? whole : mask;
+    if constexpr (J == 4) {
+      if (rs_c != 1) {
+        store_across4<T>(out, rs_c, col, beta, lanes.n);
+        continue;
+      }
+    }
+    if constexpr (J == 2) {
+      if (rs_c != 1) {
+        store_across2<T>(out, rs_c, col, beta, lanes.n);
+        continue;
+      }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) store_down<T>(out + j, rs_c, col[j], beta, lanes);
+  }
 }
 
 // The columns of C in blocks of 4, 2 and 1 against one group of NV vectors of rows.
@@ -436,8 +586,8 @@ int64_t blocks_of_4_2_1(int64_t count) { return (count >> 2) + ((count >> 1) & 1
 
 // The form with the lowest estimated cost among those the strides allow, in about cycles:
 // a block's set-up as 8, a vector operation as 1, a dot product's horizontal sum and
-// store as 6, a lane stored down C's column as 1 (fitted on the Xeon, gemm_micro against
-// the paths it replaces: see path_limits). A dimension of 1 makes its stride irrelevant.
+// store as 6, a row of a block of columns stored to C (4, 2 or 1 floats) as 1 (fitted on
+// the Xeon, gemm_micro against the paths it replaces: see path_limits). A dimension of 1 makes its stride irrelevant.
 struct MicroChoice {
   MicroForm form = MicroForm::None;
   int64_t cost = 0;
@@ -454,15 +604,40 @@ MicroChoice micro_choice(int64_t m, int64_t n, int64_t k, const MatrixView& a, c
            kBlock * ((vectors(n) + kGroup - 1) / kGroup) * blocks_of_4_2_1(m) + m * vectors(n) * (k + 1));
   consider(MicroForm::Columns, columns_allowed(m, a),
            kBlock * ((vectors(m) + kGroup - 1) / kGroup) * blocks_of_4_2_1(n) + n * vectors(m) * (k + 1) +
-               (rs_c == 1 ? 0 : m * n));
+               (rs_c == 1 ? 0 : m * blocks_of_4_2_1(n)));
   consider(MicroForm::Dots, dots_allowed(k, a, b), m * n * (vectors(k) + kDot));
   return best;
+}
+
+// Past the bounds below, the columns form where A's columns are contiguous, C has a few
+// columns (4 to micro_columns_max_n; at 2 and 3 the GEMV's passes were faster, at 16 the
+// tiny path's) and A stays in L1 (micro_columns_max_a_elements) across the blocks of
+// columns: the tiny path gathers a transposed B and the GEMV strides down A (Xeon, one
+// thread, ns per call: 128x8x40 TT 1028 -> 663, 183x5x15 TT 501 -> 378, 92x7x86 TN 1558 ->
+// 1113, 250x12x40 TN 2617 -> 1937).
+bool wide_columns_serve(const PathLimits& l, int64_t m, int64_t n, int64_t k, const MatrixView& a) {
+  return a.rs == 1 && n >= 4 && n <= l.micro_columns_max_n && k >= 8 && m <= l.micro_columns_max_m &&
+         m * k <= l.micro_columns_max_a_elements && g_micro_path_on.load(std::memory_order_relaxed);
+}
+
+// Past the bounds below, the dots form where A's rows and B's columns are contiguous, K
+// at least two vectors and micro_dots_k_per_row times the shorter side of C, within the
+// one-thread products (small_multiply_adds), not a GEMV (its own threads): the GEMV paths
+// make one dot product at a time and the tiny path gathers B, about K per row of C (Xeon, one thread, ns per call:
+// 8x500x200 NT 23514 -> 13816, 50x10x400 NT 5494 -> 2637, 11x12x258 NT 976 -> 685, 8x8x64
+// NT 180 -> 116; at 16x16x16 126 -> 204 and 64x64x64 3325 -> 4935 the tiny path won).
+bool wide_dots_serve(const PathLimits& l, int64_t m, int64_t n, int64_t k, const MatrixView& a, const MatrixView& b) {
+  return l.micro_dots_k_per_row > 0 && a.cs == 1 && b.rs == 1 && m >= 2 && n >= 2 && k >= 2 * l.micro_lanes &&
+         k >= l.micro_dots_k_per_row * std::min(m, n) && double(m) * double(n) * double(k) <= l.small_multiply_adds &&
+         g_micro_path_on.load(std::memory_order_relaxed);
 }
 
 template <int64_t kLanes>
 MicroForm micro_form(const PathLimits& l, int64_t m, int64_t n, int64_t k, const MatrixView& a, const MatrixView& b,
                      int64_t rs_c) {
   // (In integers: a product in doubles was a chain of conversions, a third of the test.)
+  if (wide_columns_serve(l, m, n, k, a)) return MicroForm::Columns;
+  if (wide_dots_serve(l, m, n, k, a, b)) return MicroForm::Dots;
   const int64_t most = l.micro_max_multiply_adds;
   if (m > most || n > most || k > most || m * n > l.micro_max_c_elements || m * n * k > most) return MicroForm::None;
   if (!g_micro_path_on.load(std::memory_order_relaxed)) return MicroForm::None;

@@ -39,6 +39,17 @@ PathLimits path_limits(const KernelInfo& kernel) {
   l.micro_max_c_elements = 512;
   l.micro_columns_cost_per_vector = 2;
   l.micro_max_cost = 224;
+  // The micro path's columns and dots forms past its bounds (wide_columns_serve,
+  // wide_dots_serve), fitted on the Xeon (AVX-512; 48 KiB L1d) against the tiny and GEMV
+  // paths: columns with 4 to 12 columns of C, m up to 1000 and k up to 250, a gain up to
+  // 256 rows with A within 12288 floats; dots where K is at least 4 times the shorter side.
+  // Not measured with AVX2's 8-float vectors (2 per group, 2-row dot blocks): off there.
+  if (l.micro_lanes == 16) {
+    l.micro_columns_max_m = 256;
+    l.micro_columns_max_n = 12;
+    l.micro_columns_max_a_elements = 12288;
+    l.micro_dots_k_per_row = 4;
+  }
 #endif
   // Up to about 96^3 multiply-adds everything fits in L2 and one thread is fastest
   // (perf/bench_gemm against the packed path).
