@@ -398,8 +398,9 @@ bool gemm_tiny(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a
                float beta, float* c, int64_t rs_c, int threads, SimdLevel simd);
 // The smallest products, one thread (src/gemm/micro.cpp): each element of C in one pass
 // from the operands, no buffer, where the strides allow one of its forms and its cost
-// estimate is within l's limits; x86-64 with AVX2 or wider. gemm_micro returns false
-// where micro_serves would.
+// estimate is within l's limits, or (AVX-512) its columns or dots form past them where l's
+// wide rules allow; x86-64 with AVX2 or wider. gemm_micro returns false where
+// micro_serves would.
 bool micro_serves(const PathLimits& l, int64_t m, int64_t n, int64_t k, const MatrixView& a, const MatrixView& b,
                   int64_t rs_c);
 bool gemm_micro(const PathLimits& l, int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a,

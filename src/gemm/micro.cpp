@@ -1,7 +1,9 @@
 // Products so small that another path's set-up costs more than their multiply-adds
 // (PathLimits' micro bounds on micro_choice's estimate, one thread): each element of C
 // computed in one pass straight from the operands, in one of three forms, nothing
-// gathered, no buffer, no thread team.
+// gathered, no buffer, no thread team. With AVX-512, past those bounds too, the columns
+// and dots forms where the other paths gather or stride (wide_columns_serve,
+// wide_dots_serve), on one thread.
 //
 // Against OpenBLAS's SkylakeX small-matrix kernels these calls lost on their fixed cost,
 // not on arithmetic (Xeon, AVX-512, one thread, ns per cblas_sgemm call, OpenBLAS in the
@@ -24,6 +26,7 @@
 #include <atomic>
 #include <utility>
 
+#include "common/runtime.h"
 #include "gemm/gemm.h"
 #include "gemm/lanes_x86.h"
 
@@ -266,7 +269,7 @@ GK_MICRO_INLINE void rows_form(int64_t m, int64_t n, int64_t k, float alpha, con
   }
 }
 
-// The lanes of v to C's rows rs_c apart (C's column), the first `lanes` of them, as
+// The lanes of v to C's rows rs_c apart (C's column), the first mask.n of them, as
 // result + beta C; a contiguous column (rs_c 1: one column of a row-major C) stored whole.
 template <typename T>
 GK_MICRO_INLINE void store_down(float* out, int64_t rs_c, typename T::V v, float beta, typename T::Mask mask) {
@@ -352,7 +355,7 @@ template <typename T, int R, int J>
 GK_MICRO_INLINE void dots_block(int64_t k, float alpha, const float* a, int64_t rs_a, const float* b, int64_t cs_b,
                                 float beta, float* c, int64_t rs_c, typename T::Mask tail) {
   using V = typename T::V;
-  constexpr int kSets = R * J >= 8 ? 1 : 2;  // (one set at 1 x 4: 4x4x512 NT 232 ns, GEMV 194)
+  constexpr int kSets = R * J >= 8 ? 1 : 2;  // at least 4 chains; 8 FMAs a step need no more
   V acc[kSets][R][J];
 #pragma GCC unroll 2
   for (int s = 0; s < kSets; ++s)
@@ -391,12 +394,13 @@ GK_MICRO_INLINE void dots_block(int64_t k, float alpha, const float* a, int64_t 
       const float x = T::sum(sums[0]);
       out[0] = beta == 0.0f ? alpha * x : alpha * x + beta * out[0];
     } else {
-      __m128 x = _mm_mul_ps(_mm_set1_ps(alpha), J == 4 ? sum4<T>(sums[0], sums[1], sums[2], sums[J - 1])
-                                                       : sum4<T>(sums[0], sums[1], sums[0], sums[1]));
-      if (J == 4) {
+      __m128 x;
+      if constexpr (J == 4) {
+        x = _mm_mul_ps(_mm_set1_ps(alpha), sum4<T>(sums[0], sums[1], sums[2], sums[3]));
         if (beta != 0.0f) x = _mm_add_ps(x, _mm_mul_ps(_mm_set1_ps(beta), _mm_loadu_ps(out)));  // beta == 0: C unread
         _mm_storeu_ps(out, x);
       } else {
+        x = _mm_mul_ps(_mm_set1_ps(alpha), sum4<T>(sums[0], sums[1], sums[0], sums[1]));  // the low pair stored
         if (beta != 0.0f)
           x = _mm_add_ps(x, _mm_mul_ps(_mm_set1_ps(beta), _mm_loadl_pi(x, reinterpret_cast<const __m64*>(out))));
         _mm_storel_pi(reinterpret_cast<__m64*>(out), x);
@@ -431,6 +435,10 @@ GK_MICRO_INLINE void dots_form(int64_t m, int64_t n, int64_t k, float alpha, con
   if (i < m) dots_rows<T, 1>(n, k, alpha, a.p + i * a.rs, a.rs, b, beta, c + i * rs_c, rs_c, tail);
 }
 
+// Columns form: C([0, NV vectors), [0, J)) = A's column runs at a (cs_a apart per k step,
+// the last vector's lanes those of `mask`) times B's elements (rs_b apart per k step, cs_b
+// per column); blocks of 4 and 2 columns stored across C's rows (store_across4/2), a single
+// column down it (store_down). NV vectors at once, as the rows form.
 template <typename T, int J, int NV, int kSets>
 GK_MICRO_INLINE void columns_block(int64_t k, float alpha, const float* a, int64_t cs_a, const float* b, int64_t rs_b,
                                    int64_t cs_b, float beta, float* c, int64_t rs_c, typename T::Mask mask) {
@@ -609,38 +617,45 @@ MicroChoice micro_choice(int64_t m, int64_t n, int64_t k, const MatrixView& a, c
   return best;
 }
 
+// The wide forms below serve only calls that run on one thread anyway (threads_for; tested
+// last, the dearest test).
+bool one_thread(int64_t m, int64_t n, int64_t k) { return threads_for(2.0 * double(m) * double(n) * double(k)) == 1; }
+
 // Past the bounds below, the columns form where A's columns are contiguous, C has a few
 // columns (4 to micro_columns_max_n; at 2 and 3 the GEMV's passes were faster, at 16 the
-// tiny path's) and A stays in L1 (micro_columns_max_a_elements) across the blocks of
-// columns: the tiny path gathers a transposed B and the GEMV strides down A (Xeon, one
-// thread, ns per call: 128x8x40 TT 1028 -> 663, 183x5x15 TT 501 -> 378, 92x7x86 TN 1558 ->
-// 1113, 250x12x40 TN 2617 -> 1937).
+// tiny path's), 32 to micro_columns_max_m rows, K from 8 to 256 (the range measured) and A
+// stays in L1 (micro_columns_max_a_elements) across the blocks of columns: the tiny path
+// gathers a transposed B and the GEMV strides down A (Xeon, one thread, ns per call:
+// 128x8x40 TT 1028 -> 602, 183x5x15 TT 501 -> 373, 92x7x86 TN 1558 -> 1016, 250x12x40 TN
+// 2617 -> 1827).
 bool wide_columns_serve(const PathLimits& l, int64_t m, int64_t n, int64_t k, const MatrixView& a) {
-  return a.rs == 1 && n >= 4 && n <= l.micro_columns_max_n && k >= 8 && m <= l.micro_columns_max_m &&
-         m * k <= l.micro_columns_max_a_elements && g_micro_path_on.load(std::memory_order_relaxed);
+  return a.rs == 1 && n >= 4 && n <= l.micro_columns_max_n && m >= 32 && m <= l.micro_columns_max_m && k >= 8 &&
+         k <= 256 && m * k <= l.micro_columns_max_a_elements && one_thread(m, n, k);
 }
 
 // Past the bounds below, the dots form where A's rows and B's columns are contiguous, K
 // at least two vectors and micro_dots_k_per_row times the shorter side of C, within the
-// one-thread products (small_multiply_adds), not a GEMV (its own threads): the GEMV paths
-// make one dot product at a time and the tiny path gathers B, about K per row of C (Xeon, one thread, ns per call:
-// 8x500x200 NT 23514 -> 13816, 50x10x400 NT 5494 -> 2637, 11x12x258 NT 976 -> 685, 8x8x64
-// NT 180 -> 116; at 16x16x16 126 -> 204 and 64x64x64 3325 -> 4935 the tiny path won).
+// small products (small_multiply_adds; 60x60x600 NT lost to the in-place-A path, 37.5 ->
+// 43.7 us), the larger operand within L2 (past it, the GEMV streams it on its own
+// threads), neither side 1 (a GEMV): the GEMV paths make one dot product at a time and the
+// tiny path gathers B, about K per row of C (Xeon, one thread, ns per call: 2x6x492 NT 225
+// -> 136, 11x12x258 NT 976 -> 700, 12x9x1155 NT 6865 -> 2951, 50x10x400 NT 5494 -> 2637;
+// at 16x16x16 126 -> 204 and 64x64x64 3325 -> 4935 the tiny path won).
 bool wide_dots_serve(const PathLimits& l, int64_t m, int64_t n, int64_t k, const MatrixView& a, const MatrixView& b) {
   return l.micro_dots_k_per_row > 0 && a.cs == 1 && b.rs == 1 && m >= 2 && n >= 2 && k >= 2 * l.micro_lanes &&
          k >= l.micro_dots_k_per_row * std::min(m, n) && double(m) * double(n) * double(k) <= l.small_multiply_adds &&
-         g_micro_path_on.load(std::memory_order_relaxed);
+         std::max(m, n) * k * static_cast<int64_t>(sizeof(float)) <= l.gemv_min_matrix_bytes && one_thread(m, n, k);
 }
 
 template <int64_t kLanes>
 MicroForm micro_form(const PathLimits& l, int64_t m, int64_t n, int64_t k, const MatrixView& a, const MatrixView& b,
                      int64_t rs_c) {
-  // (In integers: a product in doubles was a chain of conversions, a third of the test.)
+  if (!g_micro_path_on.load(std::memory_order_relaxed)) return MicroForm::None;
   if (wide_columns_serve(l, m, n, k, a)) return MicroForm::Columns;
   if (wide_dots_serve(l, m, n, k, a, b)) return MicroForm::Dots;
+  // (In integers: a product in doubles was a chain of conversions, a third of the test.)
   const int64_t most = l.micro_max_multiply_adds;
   if (m > most || n > most || k > most || m * n > l.micro_max_c_elements || m * n * k > most) return MicroForm::None;
-  if (!g_micro_path_on.load(std::memory_order_relaxed)) return MicroForm::None;
   const MicroChoice choice = micro_choice<kLanes>(m, n, k, a, b, rs_c);
   // Past the fixed bound, the columns form by the work, in vector multiply-adds: the paths
   // it replaces gather a transposed B (the tiny path) or stride down A's columns (the

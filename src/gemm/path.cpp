@@ -325,7 +325,7 @@ bool in_place_a_serves(const PathLimits& l, const GemmProblem& p, const MatrixVi
 GemmPathChoice choose_gemm_path(const GemmProblem& p, const MatrixView& a, const MatrixView& b,
                                 const KernelConfig& cfg) {
   if (micro_serves(cfg.paths, p.m, p.n, p.k, a, b, p.rs_c))
-    return {GemmPath::Micro, 1, "the smallest products: each element of C in one pass"};
+    return {GemmPath::Micro, 1, "small products, or few columns or long dot products on one thread: each element of C in one pass"};
   return choose_gemm_path_past_micro(p, a, b, cfg);
 }
 
