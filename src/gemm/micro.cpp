@@ -651,24 +651,27 @@ template <int64_t kLanes>
 MicroForm micro_form(const PathLimits& l, int64_t m, int64_t n, int64_t k, const MatrixView& a, const MatrixView& b,
                      int64_t rs_c) {
   if (!g_micro_path_on.load(std::memory_order_relaxed)) return MicroForm::None;
-  if (wide_columns_serve(l, m, n, k, a)) return MicroForm::Columns;
-  if (wide_dots_serve(l, m, n, k, a, b)) return MicroForm::Dots;
   // (In integers: a product in doubles was a chain of conversions, a third of the test.)
   const int64_t most = l.micro_max_multiply_adds;
-  if (m > most || n > most || k > most || m * n > l.micro_max_c_elements || m * n * k > most) return MicroForm::None;
-  const MicroChoice choice = micro_choice<kLanes>(m, n, k, a, b, rs_c);
-  // Past the fixed bound, the columns form by the work, in vector multiply-adds: the paths
-  // it replaces gather a transposed B (the tiny path) or stride down A's columns (the
-  // GEMV). Not the rows form, the tiny path's own method in smaller blocks (16x16x16 NN
-  // 103 -> 115 ns); nor the dots form, whose estimate is past its work anyway. The vectors
-  // as issued (a partial one whole) where C is at most 8 times wider than tall: the tiny
-  // path loses as much on short columns (3x3x109 TT 258 -> 124 ns, 9x19x18 TT 193 -> 158);
-  // wider, the GEMV's few-rows form is better (2x200x40 TT 882 ns, the columns form 2017).
-  const int64_t vector_work = n <= 8 * m ? (m + kLanes - 1) / kLanes * n * k : m * n * k / kLanes;
-  const int64_t bound = choice.form == MicroForm::Columns
-                            ? std::max(l.micro_max_cost, vector_work * l.micro_columns_cost_per_vector)
-                            : l.micro_max_cost;
-  return choice.cost <= bound ? choice.form : MicroForm::None;
+  if (m <= most && n <= most && k <= most && m * n <= l.micro_max_c_elements && m * n * k <= most) {
+    const MicroChoice choice = micro_choice<kLanes>(m, n, k, a, b, rs_c);
+    // Past the fixed bound, the columns form by the work, in vector multiply-adds: the
+    // paths it replaces gather a transposed B (the tiny path) or stride down A's columns
+    // (the GEMV). Not the rows form, the tiny path's own method in smaller blocks (16x16x16
+    // NN 103 -> 115 ns); nor the dots form, whose estimate is past its work anyway. The
+    // vectors as issued (a partial one whole) where C is at most 8 times wider than tall:
+    // the tiny path loses as much on short columns (3x3x109 TT 284 -> 131 ns, 9x19x18 TT
+    // 190 -> 171); wider, the GEMV's few-rows form is better (2x200x40 TT 882 ns, the
+    // columns form 2017).
+    const int64_t vector_work = n <= 8 * m ? (m + kLanes - 1) / kLanes * n * k : m * n * k / kLanes;
+    const int64_t bound = choice.form == MicroForm::Columns
+                              ? std::max(l.micro_max_cost, vector_work * l.micro_columns_cost_per_vector)
+                              : l.micro_max_cost;
+    if (choice.cost <= bound) return choice.form;
+  }
+  if (wide_columns_serve(l, m, n, k, a)) return MicroForm::Columns;
+  if (wide_dots_serve(l, m, n, k, a, b)) return MicroForm::Dots;
+  return MicroForm::None;
 }
 
 }  // namespace
