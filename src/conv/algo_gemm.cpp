@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "common/runtime.h"
+#include "common/weights_memory.h"
 #include "conv/conv.h"
 #include "conv/vec.h"
 #include "gemm/partition.h"
@@ -438,7 +439,8 @@ class Nhwc1x1 final : public Prepared {
 
   Shape s_;
   KernelConfig cfg_;  // the kernel the plan was made for, whatever is active later
-  std::vector<float> w_, bias_;
+  weights_vector<float> w_;
+  std::vector<float> bias_;
 };
 
 std::unique_ptr<Prepared> prepare_gemm(const Shape& s, const float* w, const float* b, bool im2col,

@@ -40,7 +40,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "common/aligned_vector.h"
+#include "common/weights_memory.h"
 #include "common/runtime.h"
 #include "conv/conv.h"
 #include "conv/pointwise.h"
@@ -1082,7 +1082,7 @@ class WinogradConv final : public Prepared {
   bool pointwise_;  // channel-vector GEMMs on the pointwise kernels (pointwise_gemms)
   int64_t mr_, nr_;
   std::vector<PointwisePanel> panels_;  // pointwise_: the output channels' panels
-  aligned_vector<float> u_pointwise_;   // pointwise_: U[xi] per panel (pack_pointwise)
+  weights_vector<float> u_pointwise_;   // pointwise_: U[xi] per panel (pack_pointwise)
   std::vector<float> bias_, bias_blocked_;
   std::vector<std::unique_ptr<PackedA>> packed_;
   TransformFns<M> fns_;

@@ -22,6 +22,7 @@
 
 #include "arch/ukernel.h"
 #include "common/aligned_vector.h"
+#include "common/weights_memory.h"
 #include "conv/conv.h"
 
 namespace gk {
@@ -179,7 +180,8 @@ class PointwiseNchw8 {
   int64_t chunk_pixels_;            // pixels per work item (a multiple of every MR; NHWC may take fewer)
   int64_t k_block_;                 // rows per K block (k_rows_ when the weights fit)
   bool block_major_weights_ = false;  // w_ K block by K block (weights_offset)
-  aligned_vector<float> w_, bias_;  // bias_ padded to the panels' width
+  weights_vector<float> w_;
+  aligned_vector<float> bias_;  // padded to the panels' width
   aligned_vector<float> zero_row_;  // direct: what taps above or below the image read
   // Direct: the columns of a row run in place, [direct_lo_, direct_hi_); for a row whose
   // kernel rows lie inside the image, the taps' byte offsets from its first tap row and the

@@ -99,7 +99,8 @@ class PackedA final : public ASource {
   int mr() const { return mr_; }
 
  private:
-  float* data_ = nullptr;
+  float* data_ = nullptr;  // allocate_weights (a conv plan's weights)
+  size_t bytes_ = 0;
   int64_t k_;
   int mr_;
 };

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/simd.h"
+#include "common/weights_memory.h"
 #include "gemm/gemm.h"
 
 namespace gk {
@@ -252,16 +253,15 @@ const float* PlainA::panel(int64_t i0, int64_t rows, int64_t k0, int64_t kc, int
 
 PackedA::PackedA(const MatrixView& a, int64_t m, int64_t k, int mr) : k_(k), mr_(mr) {
   const int64_t panels = (m + mr - 1) / mr;
-  const size_t bytes = static_cast<size_t>(panels * mr * std::max<int64_t>(k, 1)) * sizeof(float);
-  void* p = nullptr;
-  if (posix_memalign(&p, 64, (bytes + 63) & ~size_t(63)) != 0) return;
-  data_ = static_cast<float*>(p);
+  bytes_ = static_cast<size_t>(panels * mr * std::max<int64_t>(k, 1)) * sizeof(float);
+  data_ = static_cast<float*>(allocate_weights(bytes_));
+  if (!data_) return;
   for (int64_t i = 0; i < panels; ++i)
     gk::pack_panel(&a.at(i * mr, 0), a.rs, a.cs, std::min<int64_t>(mr, m - i * mr), k, mr,
                    data_ + i * k * mr);
 }
 
-PackedA::~PackedA() { std::free(data_); }
+PackedA::~PackedA() { free_weights(data_, bytes_); }
 
 APanels PackedA::block(int64_t i0, int64_t, int64_t k0, int64_t, int, float*) const {
   return {data_ + (i0 / mr_) * k_ * mr_ + k0 * mr_, k_ * mr_};
