@@ -40,8 +40,8 @@
 #include <cstdlib>
 #include <utility>
 
-#include "common/weights_memory.h"
 #include "common/runtime.h"
+#include "common/weights_memory.h"
 #include "conv/conv.h"
 #include "conv/pointwise.h"
 #include "conv/vec.h"
