@@ -146,7 +146,8 @@ TEST(MicroKernel, EpilogueBiasAndActivations) {
 // pixels and channel blocks (NaN sentinels) must stay untouched. A direct convolution's
 // taps of one run of channels and no whole block (an RGB stem: the unrolled entries for
 // 1-7 channels; an NCHW image: kernel columns, or channels a stride apart, over 7 too);
-// the output NCHW8 or NHWC rows (y_row_stride past the tile's channels).
+// the output NCHW8 or NHWC rows (y_row_stride past the tile's channels); weights fetched
+// ahead (w_next_offset), anywhere.
 // Partial pixel tiles are staged by the caller (Conv.Gemm1x1BlockedInPlace and Conv.Im2colBlockedInPlace).
 namespace {
 struct PointwiseCase {
@@ -157,6 +158,9 @@ struct PointwiseCase {
   int64_t run_stride = 0;  // > 0: the channels one run (full_blocks 0), this many floats apart
   bool nhwc_out = false;   // the output NHWC rows (block stride 8, pixel stride past NR)
   bool skip_last = false;  // skip_last_block: the last 8 columns neither stored nor read
+  // Weights fetched ahead (w_next_offset): 1, the next panel's, from the second tile; 2,
+  // rows 1 GiB on (likely unmapped: prefetches must not fault), from the first tile.
+  int fetch = 0;
 };
 
 // Runs one case on `pw` and checks every output float; false (with a failure) on a mismatch.
@@ -191,6 +195,8 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
   a.tiles = t.tiles;
   if (t.taps > 1) a.taps = t.taps, a.tap_offsets = tap_bytes.data();
   a.skip_last_block = t.skip_last;
+  a.w_next_offset = t.fetch == 1 ? rows * nr * 4 : t.fetch == 2 ? int64_t(1) << 30 : 0;
+  a.w_next_first_tile = t.fetch == 2 ? 0 : 1;
   if (t.skip_last && !t.nhwc_out) {
     // The blocks stored end where a PROT_NONE page begins: a load or store of the skipped
     // block faults.
@@ -228,7 +234,7 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
         ADD_FAILURE() << kernel << " pointwise " << mr << "x" << nr << " C=" << t.channels << " taps " << t.taps
                       << " tiles " << t.tiles << " run stride " << t.run_stride << " NHWC out " << t.nhwc_out
                       << " pixel_major " << t.pixel_major << " accumulate " << t.accumulate << " act " << t.act
-                      << " skip last " << t.skip_last << ": pixel " << q << " oc " << j << " = " << y[at]
+                      << " skip last " << t.skip_last << " fetch " << t.fetch << ": pixel " << q << " oc " << j << " = " << y[at]
                       << ", expected " << v;
         return false;
       }
@@ -303,6 +309,16 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
             if (!check_pointwise(ker.name, pw, c)) return;
             ++tested;
           }
+      // Weights fetched ahead: results unchanged, in calls of 1 and 3 tiles.
+      for (int fetch : {1, 2})
+        for (int64_t channels : {9, 67})
+          for (int64_t tiles : {1, 3})
+            for (int taps : {1, 3}) {
+              PointwiseCase c{channels, tiles, false, true, true, 1, taps};
+              c.fetch = fetch;
+              if (!check_pointwise(ker.name, pw, c)) return;
+              ++tested;
+            }
       for (int64_t channels = 1; channels <= 11; ++channels)
         for (int64_t run_stride : {1, 3})
           for (int64_t tiles : {1, 3}) {

@@ -160,8 +160,11 @@ PointwiseNchw8::PointwiseNchw8(const KernelInfo& kernel, const Shape& s, const f
                                d.in_width - off <= 0 ? 0 : ceil_div(d.in_width - off, sw)});
   }
 
+  // Panel groups whose weights take a quarter of L2 where the input is read in place, so
+  // that a group's and the next one's (fetched while the group runs, see run_gathered) fit
+  // together; an im2col chunk is gathered once per group, so there one group of up to half.
   min_groups_ = std::min<int64_t>(static_cast<int64_t>(panels_.size()),
-                                  ceil_div(k_rows_ * panels_width() * 4, caches().l2 / 2));
+                                  ceil_div(k_rows_ * panels_width() * 4, caches().l2 / (gathers() ? 2 : 4)));
   // A multiple of 12 pixels, so both the 4- and the 6-pixel kernels tile a chunk exactly.
   int64_t widest = 8;
   for (const Panel& p : panels_) widest = std::max<int64_t>(widest, p.nr);
@@ -450,7 +453,7 @@ PointwiseNchw8::Panel::Rest PointwiseNchw8::Panel::rest_calls(int64_t rest, int6
 // pixels copied out (the kernel reads and writes whole tiles).
 // Panel p's weights, rows and epilogue for the K block from row k0: bias and activation
 // with the last block, the output accumulated from the first (adding the residual) on.
-gk_pointwise_args PointwiseNchw8::block_args(const Panel& p, int64_t k0) const {
+gk_pointwise_args PointwiseNchw8::block_args(const Panel& p, int64_t k0, Fetch fetch) const {
   const int64_t rows = std::min(k_block_, k_rows_ - k0);
   const bool last = k0 + rows == k_rows_;
   gk_pointwise_args args;
@@ -461,13 +464,17 @@ gk_pointwise_args PointwiseNchw8::block_args(const Panel& p, int64_t k0) const {
   args.activation = last ? activation_ : 0;
   args.accumulate = k0 > 0 || add_;
   args.skip_last_block = p.skips_last_block();
+  // The panels' rows of a block lie one after another (weights_offset), as do the blocks.
+  args.w_next_offset = fetch.panel ? (weights_offset(*fetch.panel, k0) - weights_offset(p, k0)) * 4 + fetch.skip
+                                    : rows * p.nr * 4;
+  args.w_next_first_tile = fetch.panel ? 0 : 1;
   return args;
 }
 
 void PointwiseNchw8::run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0,
-                               int64_t p1, float* stage) const {
+                               int64_t p1, float* stage, Fetch fetch) const {
   const int64_t pixels = s_.pixels(), rows = std::min(k_block_, k_rows_ - k0);
-  gk_pointwise_args args = block_args(p, k0);
+  gk_pointwise_args args = block_args(p, k0, fetch);
   args.x = a, args.x_block_stride = st.block, args.x_row_stride = st.pixel;
   args.y = y + (p.oc0 / 8) * pixels * 8 + p0 * 8, args.y_block_stride = pixels * 8;
   args.tiles = (p1 - p0) / p.mr;
@@ -536,11 +543,12 @@ int64_t PointwiseNchw8::nhwc_rows_copy_floats() const {
 // a partial last tile reads its pixels from a copy padded with zeros, so no call reads
 // past the image.
 GK_POINTWISE_TARGET void PointwiseNchw8::run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, int64_t a_row,
-                                                        float* y, int64_t p0, int64_t p1, float* stage) const {
+                                                        float* y, int64_t p0, int64_t p1, float* stage,
+                                                        Fetch fetch) const {
   const int64_t oc = s_.d.out_channels, rows = std::min(k_block_, k_rows_ - k0);
   const int64_t lanes_last = std::min<int64_t>(p.blocks * 8, oc - p.oc0);  // real channels of the panel
   float* xs = stage + kNhwcStage;
-  gk_pointwise_args args = block_args(p, k0);
+  gk_pointwise_args args = block_args(p, k0, fetch);
   args.x_block_stride = 8;
   if (lanes_last == p.blocks * 8) {
     const int64_t done = run_tiles_into_rows(p, args, a, a_row, y + p0 * oc + p.oc0, p1 - p0);
@@ -654,12 +662,20 @@ void PointwiseNchw8::run_gathered(const float* x, float* y, int threads, const W
           copy_nhwc_rows(a0, c1 - c0, k0, rows_copy);
           a0 = rows_copy, a_row = nhwc_copied_row();
         }
+        // Weights that fit: a group's first chunk reads them from memory or L3, its later
+        // chunks from L2, and those fetch the next group's, each a part of each panel.
+        const int64_t fetch_on = !blocked_k && c > 0 && panels.end < npanels ? panels.end - panels.begin : 0;
         for (int64_t pi = panels.begin; pi < panels.end; ++pi) {
           const Panel& p = panels_[static_cast<size_t>(pi)];
+          Fetch fetch;
+          if (fetch_on && pi + fetch_on < npanels) {
+            fetch.panel = &panels_[static_cast<size_t>(pi + fetch_on)];
+            fetch.skip = k_rows_ * fetch.panel->nr * 4 * (c - 1) / (chunks - 1) / 64 * 64;
+          }
           if (nhwc_) {
-            run_tiles_nhwc(p, k0, a0, a_row, y, c0, c1, work);
+            run_tiles_nhwc(p, k0, a0, a_row, y, c0, c1, work, fetch);
           } else {
-            run_tiles(p, k0, a0, st, y, c0, c1, work);
+            run_tiles(p, k0, a0, st, y, c0, c1, work, fetch);
           }
         }
       }

@@ -133,11 +133,19 @@ class PointwiseNchw8 {
   int64_t weights_offset(const Panel& p, int64_t k0) const;  // in w_
   int64_t panels_width() const;  // the panels' columns (the output channels rounded up)
   void pack_weights(const float* weights);  // OIHW
-  gk_pointwise_args block_args(const Panel& p, int64_t k0) const;
+  // Weights the kernel fetches into L2 while it runs a panel's tiles (see gk_pointwise_args):
+  // by default the next panel's rows of the block, from the second tile on; with `panel`,
+  // that one's rows from `skip` bytes on, from the first tile on (the next group's, see
+  // run_gathered).
+  struct Fetch {
+    const Panel* panel = nullptr;
+    int64_t skip = 0;
+  };
+  gk_pointwise_args block_args(const Panel& p, int64_t k0, Fetch fetch) const;
   void run_tiles(const Panel& p, int64_t k0, const float* a, Strides st, float* y, int64_t p0, int64_t p1,
-                 float* stage) const;
+                 float* stage, Fetch fetch) const;
   void run_tiles_nhwc(const Panel& p, int64_t k0, const float* a, int64_t a_row, float* y, int64_t p0, int64_t p1,
-                      float* stage) const;
+                      float* stage, Fetch fetch) const;
   int64_t run_tiles_into_rows(const Panel& p, gk_pointwise_args args, const float* a, int64_t a_row, float* out,
                               int64_t pixels) const;
   bool nhwc_copies_rows() const;
