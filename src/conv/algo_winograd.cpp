@@ -493,6 +493,7 @@ TransformFns<M> transform_fns() {
 struct Blocking {
   int64_t tiles;     // nb: tiles per block, a multiple of NR
   int64_t channels;  // icb: input channels per channel block (before balancing)
+  int64_t room;      // the tiles a block could hold, past one image's (see images_per_block)
 };
 
 // Measured on Zen 3 (32 KiB L1d, 512 KiB L2), F(4x4), layers of 64..512 channels:
@@ -565,7 +566,16 @@ Blocking blocking(const Shape& s, int64_t nr, int64_t mr, int64_t nr_tiles) {
   if (A2 * oc * ic * 4 > l2) panels = std::max(panels, kPanelsForWeightReuse);
   if (nr_tiles <= 0) nr_tiles = env_int("GEMMKIT_WINOGRAD_TILES", 0);
   if (nr_tiles > 0) panels = ceil_div(nr_tiles, nr);
-  return {std::min(panels, panels_all) * nr, icb};
+  return {std::min(panels, panels_all) * nr, icb, panels * nr};
+}
+
+// Images whose tiles one block takes together: where an image has fewer tiles than a block
+// holds and the GEMMs run on the pointwise kernels (whose V holds tiles at any column),
+// several images share each stream of the transformed weights, which otherwise come from
+// L3 or memory once per image (ResNet's 7x7 and 14x14 layers: 16 tiles an image).
+int64_t images_per_block(const Shape& s, bool pointwise, const Blocking& b, int64_t image_tiles) {
+  if (!pointwise || s.d.batch < 2) return 1;
+  return std::clamp<int64_t>(b.room / image_tiles, 1, s.d.batch);
 }
 
 // ---- The prepared convolution -------------------------------------------------------
@@ -630,6 +640,8 @@ class WinogradConv final : public Prepared {
     hp_ = th_ * M + 2, len_ = tw_ + 1 + 8;
     fns_ = transform_fns<M>();
     blocking_ = blocking<M>(s, nr_, mr_, nr_tiles);
+    images_per_block_ = images_per_block(s, pointwise_, blocking_, th_ * tw_);
+    if (images_per_block_ > 1) blocking_.tiles = round_up(images_per_block_ * th_ * tw_, nr_);
     // NCHW8: the bias per 8-channel block.
     bias_blocked_.assign(size_t(round_up(oc, 8)), 0.0f);
     if (bias) std::copy(bias, bias + oc, bias_blocked_.begin());
@@ -664,6 +676,7 @@ class WinogradConv final : public Prepared {
     float* padded = ws.shared;
     const int threads = ws.cap(threads_for(s_.flops() / 4));
     PhaseTimes* sink = threads == 1 ? g_phase_sink : nullptr;
+    if (images_per_block_ > 1) return run_image_groups(input, output, in_image, out_image, threads, ws, sink);
     const int64_t blocks = block_count(threads);
     const ThreadGrid grid = choose_grid(threads, blocks, channel_units(blocked));
     for (int64_t n = 0; n < d.batch; ++n) {
@@ -758,6 +771,48 @@ class WinogradConv final : public Prepared {
     return share(ceil_div(th_ * tw_, nr_), int(b), int(blocks), nr_, th_ * tw_);
   }
 
+  // Blocks of images_per_block_ whole images (or fewer, spread evenly), shared between the
+  // threads as run's blocks are.
+  void run_image_groups(const float* input, float* output, int64_t in_image, int64_t out_image, int threads,
+                        const Workspace& ws, PhaseTimes* sink) const {
+    const int64_t batch = s_.d.batch, blocks = ceil_div(batch, images_per_block_);
+    const ThreadGrid grid = choose_grid(threads, blocks, channel_units(true));
+    parallel_region(threads, [&] {
+      const int tid = omp_get_thread_num();
+      const Range mine = share(blocks, tid / grid.wn, grid.wm, 1, blocks);
+      const Range channels = thread_channels(true, tid % grid.wn, grid.wn);
+      if (mine.begin < mine.end && channels.begin < channels.end) {
+        float* v = ws.block(tid);
+        float* m = v + round_up(v_floats(), 16);
+        float* border = m + round_up(m_floats(s_.d.out_channels), 16);
+        for (int64_t b = mine.begin; b < mine.end; ++b) {
+          const Range images = share(batch, int(b), int(blocks), 1, batch);
+          run_images(input, output, in_image, out_image, images, channels, v, m, border, sink);
+        }
+      }
+    });
+  }
+
+  // run_block for the whole images `images` on the pointwise kernels: image i's tiles in V's
+  // and M's columns from (i - images.begin) * tiles on.
+  void run_images(const float* input, float* output, int64_t in_image, int64_t out_image, Range images,
+                  Range channels, float* v, float* m, float* border, PhaseTimes* sink) const {
+    const int64_t tiles = th_ * tw_, count = (images.end - images.begin) * tiles, width = round_up(count, nr_);
+    PhaseClock clock(sink);
+    for_each_balanced_block(s_.d.in_channels, round_up(blocking_.channels, 8), 8, [&](int64_t ic0, int64_t icn) {
+      for (int64_t n = images.begin; n < images.end; ++n)
+        transform_input_pixel_major(input + n * in_image, 0, tiles, width, (n - images.begin) * tiles, ic0, icn,
+                                    border, v);
+      zero_pixel_major_tail(count, width, icn, v);
+      clock.lap(&PhaseTimes::input_s);
+      multiply_pointwise(v, count, width, ic0, icn, channels, m);
+      clock.lap(&PhaseTimes::gemm_s);
+    });
+    for (int64_t n = images.begin; n < images.end; ++n)
+      transform_output_blocked(m + (n - images.begin) * tiles * 8, 0, tiles, width, channels, output + n * out_image);
+    clock.lap(&PhaseTimes::output_s);
+  }
+
   // Calls f(pos, lanes) for groups of up to 8 consecutive tiles of [t0, t0 + count)
   // (pos = tile - t0), each inside one tile row and, if panel > 0, one panel of that width.
   template <typename F>
@@ -782,7 +837,8 @@ class WinogradConv final : public Prepared {
     const int64_t icb = blocked ? round_up(blocking_.channels, 8) : blocking_.channels;
     for_each_balanced_block(s_.d.in_channels, icb, blocked ? 8 : 1, [&](int64_t ic0, int64_t icn) {
       if (pointwise_) {
-        transform_input_pixel_major(src, tiles.begin, count, width, ic0, icn, border, v);
+        transform_input_pixel_major(src, tiles.begin, count, width, 0, ic0, icn, border, v);
+        zero_pixel_major_tail(count, width, icn, v);
       } else if (blocked) {
         transform_input_blocked(src, tiles.begin, count, width, ic0, icn, border, v);
       } else {
@@ -909,12 +965,12 @@ class WinogradConv final : public Prepared {
 
   // NCHW8 and NHWC in place on the pointwise kernels: V[xi] at v + xi * plane(IC8 * width)
   // (IC8: icn rounded up to 8), an NCHW8 image of `width` tiles (channel block b at + b *
-  // width * 8); the tiles past `count` zeroed.
-  void transform_input_pixel_major(const float* x, int64_t t0, int64_t count, int64_t width, int64_t ic0,
-                                   int64_t icn, float* border, float* v) const {
+  // width * 8), tiles [t0, t0 + count) of the image x in its columns from col0 on.
+  void transform_input_pixel_major(const float* x, int64_t t0, int64_t count, int64_t width, int64_t col0,
+                                   int64_t ic0, int64_t icn, float* border, float* v) const {
     const int64_t xi_stride = plane(round_up(icn, 8) * width);
     for (int64_t c = 0; c < icn; c += 8) {
-      float* vb = v + c * width;
+      float* vb = v + c * width + col0 * 8;
       for (int64_t pos = 0; pos < count; pos += 8) {
         const int count8 = int(std::min<int64_t>(8, count - pos));
         Window tiles[8];
@@ -922,9 +978,14 @@ class WinogradConv final : public Prepared {
         for (int q = 0; q < count8; ++q) tiles[q] = tile_window(x, (ic0 + c) / 8, t0 + pos + q, border, q);
         fns_.in_pixel_major(tiles, count8, vb + pos * 8, xi_stride);
       }
-      if (count < width)
-        for (int xi = 0; xi < A * A; ++xi) zero_floats(vb + xi * xi_stride + count * 8, (width - count) * 8);
     }
+  }
+  // V's columns past the `count` transformed, zeroed (the kernels compute them too).
+  void zero_pixel_major_tail(int64_t count, int64_t width, int64_t icn, float* v) const {
+    if (count == width) return;
+    const int64_t xi_stride = plane(round_up(icn, 8) * width);
+    for (int64_t c = 0; c < icn; c += 8)
+      for (int xi = 0; xi < A * A; ++xi) zero_floats(v + c * width + xi * xi_stride + count * 8, (width - count) * 8);
   }
 
   // M[xi] (+)= U[xi] V[xi] on the pointwise kernels, M stored as multiply_blocked stores it.
@@ -1088,6 +1149,7 @@ class WinogradConv final : public Prepared {
   TransformFns<M> fns_;
   int64_t th_, tw_, hp_, len_;
   Blocking blocking_;
+  int64_t images_per_block_ = 1;  // see images_per_block
 };
 
 // An NCHW plan of 8 or more input channels whose NCHW8 form runs its GEMMs on the pointwise
