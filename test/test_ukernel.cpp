@@ -196,7 +196,7 @@ bool check_pointwise(const char* kernel, const gk::KernelInfo::Pointwise& pw, co
   if (t.taps > 1) a.taps = t.taps, a.tap_offsets = tap_bytes.data();
   a.skip_last_block = t.skip_last;
   a.w_next_offset = t.fetch == 1 ? rows * nr * 4 : t.fetch == 2 ? int64_t(1) << 30 : 0;
-  a.w_next_first_tile = t.fetch == 2 ? 0 : 1;
+  a.w_next_from_first_tile = t.fetch == 2;
   if (t.skip_last && !t.nhwc_out) {
     // The blocks stored end where a PROT_NONE page begins: a load or store of the skipped
     // block faults.
@@ -312,10 +312,10 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
       // Weights fetched ahead: results unchanged, in calls of 1 and 3 tiles.
       for (int fetch : {1, 2})
         for (int64_t channels : {9, 67})
-          for (int64_t tiles : {1, 3})
-            for (int taps : {1, 3}) {
-              PointwiseCase c{channels, tiles, false, true, true, 1, taps};
-              c.fetch = fetch;
+          for (int64_t tiles : {1, 5})
+            for (int mode = 0; mode < 4; ++mode) {
+              PointwiseCase c{channels, tiles, false, true, true, 1, 1 + 2 * (mode & 1)};
+              c.fetch = fetch, c.nhwc_out = (mode & 2) != 0, c.skip_last = pw.skips_last_block && mode == 3;
               if (!check_pointwise(ker.name, pw, c)) return;
               ++tested;
             }

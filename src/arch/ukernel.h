@@ -70,13 +70,14 @@ struct gk_pointwise_args {
   // panel reaching one block past the output's channels, its weights zero there); only
   // where KernelInfo::Pointwise::skips_last_block.
   int64_t skip_last_block = 0;
-  // Bytes from the weights to rows that the call's tiles from w_next_first_tile on fetch
-  // into L2 (the 12x32 AVX-512 kernel; as many rows as these, at a fraction of the rate
-  // they are read): the next panel's, so a driver running several tiles of a panel brings
-  // the next one's weights while it computes from these. 0: none; the tiles fetch the rows
-  // just ahead of those they read. Prefetches never fault: they may point past the end.
+  // Bytes from the weights to rows that the call's tiles fetch into L2 (the 12x32 AVX-512
+  // kernel; full_blocks x 8 rows of NR floats, at a fraction of the rate rows are read):
+  // the next panel's, so a driver running several tiles of a panel brings the next one's
+  // weights while it computes from these. From the second tile on, or with
+  // w_next_from_first_tile from the first. 0: none; the tiles fetch the rows just ahead of
+  // those they read. Prefetches never fault: they may point past the end.
   int64_t w_next_offset = 0;
-  int64_t w_next_first_tile = 1;
+  int64_t w_next_from_first_tile = 0;
 };
 typedef void (*gk_pointwise_fn)(const gk_pointwise_args* args);
 }
@@ -100,7 +101,7 @@ static_assert(offsetof(gk_pointwise_args, x) == 0 && offsetof(gk_pointwise_args,
                   offsetof(gk_pointwise_args, y_row_stride) == 120 &&
                   offsetof(gk_pointwise_args, skip_last_block) == 128 &&
                   offsetof(gk_pointwise_args, w_next_offset) == 136 &&
-                  offsetof(gk_pointwise_args, w_next_first_tile) == 144,
+                  offsetof(gk_pointwise_args, w_next_from_first_tile) == 144,
               "gk_pointwise_args layout: see pointwise_avx2.inc and pointwise_avx512.inc");
 
 namespace gk {

@@ -493,7 +493,7 @@ TransformFns<M> transform_fns() {
 struct Blocking {
   int64_t tiles;     // nb: tiles per block, a multiple of NR
   int64_t channels;  // icb: input channels per channel block (before balancing)
-  int64_t room;      // the tiles a block could hold, past one image's (see images_per_block)
+  int64_t room;      // the tiles a block could hold before the cap at one image's (images_per_block)
 };
 
 // Measured on Zen 3 (32 KiB L1d, 512 KiB L2), F(4x4), layers of 64..512 channels:
@@ -690,13 +690,10 @@ class WinogradConv final : public Prepared {
         const Range mine = share(blocks, tid / grid.wn, grid.wm, 1, blocks);
         const Range channels = thread_channels(blocked, tid % grid.wn, grid.wn);
         if (mine.begin < mine.end && channels.begin < channels.end) {
-          // V, then M (at most all the output channels' m_floats, as need() counts).
-          float* v = ws.block(tid);
-          float* m = v + round_up(v_floats(), 16);
-          float* border = m + round_up(m_floats(s_.d.out_channels), 16);
+          const Buffers buf = buffers(ws, tid);
           for (int64_t b = mine.begin; b < mine.end; ++b) {
-            const Range tiles = block_tiles(b, blocks);
-            run_block(blocked ? x : padded, tiles, channels, v, m, border, y, blocked, sink);
+            const ImageRun one{blocked ? x : padded, 0, y, 0, 1};
+            run_block(one, block_tiles(b, blocks), channels, buf, blocked, sink);
           }
         }
       });
@@ -771,8 +768,19 @@ class WinogradConv final : public Prepared {
     return share(ceil_div(th_ * tw_, nr_), int(b), int(blocks), nr_, th_ * tw_);
   }
 
+  // V, then M (at most all the output channels' m_floats, as need() counts), then the
+  // border windows: thread tid's share of the workspace.
+  struct Buffers {
+    float *v, *m, *border;
+  };
+  Buffers buffers(const Workspace& ws, int tid) const {
+    float* v = ws.block(tid);
+    float* m = v + round_up(v_floats(), 16);
+    return {v, m, m + round_up(m_floats(s_.d.out_channels), 16)};
+  }
+
   // Blocks of images_per_block_ whole images (or fewer, spread evenly), shared between the
-  // threads as run's blocks are.
+  // threads as run's blocks of tiles are.
   void run_image_groups(const float* input, float* output, int64_t in_image, int64_t out_image, int threads,
                         const Workspace& ws, PhaseTimes* sink) const {
     const int64_t batch = s_.d.batch, blocks = ceil_div(batch, images_per_block_);
@@ -782,35 +790,15 @@ class WinogradConv final : public Prepared {
       const Range mine = share(blocks, tid / grid.wn, grid.wm, 1, blocks);
       const Range channels = thread_channels(true, tid % grid.wn, grid.wn);
       if (mine.begin < mine.end && channels.begin < channels.end) {
-        float* v = ws.block(tid);
-        float* m = v + round_up(v_floats(), 16);
-        float* border = m + round_up(m_floats(s_.d.out_channels), 16);
+        const Buffers buf = buffers(ws, tid);
         for (int64_t b = mine.begin; b < mine.end; ++b) {
           const Range images = share(batch, int(b), int(blocks), 1, batch);
-          run_images(input, output, in_image, out_image, images, channels, v, m, border, sink);
+          const ImageRun run{input + images.begin * in_image, in_image, output + images.begin * out_image, out_image,
+                             images.end - images.begin};
+          run_block(run, Range{0, th_ * tw_}, channels, buf, true, sink);
         }
       }
     });
-  }
-
-  // run_block for the whole images `images` on the pointwise kernels: image i's tiles in V's
-  // and M's columns from (i - images.begin) * tiles on.
-  void run_images(const float* input, float* output, int64_t in_image, int64_t out_image, Range images,
-                  Range channels, float* v, float* m, float* border, PhaseTimes* sink) const {
-    const int64_t tiles = th_ * tw_, count = (images.end - images.begin) * tiles, width = round_up(count, nr_);
-    PhaseClock clock(sink);
-    for_each_balanced_block(s_.d.in_channels, round_up(blocking_.channels, 8), 8, [&](int64_t ic0, int64_t icn) {
-      for (int64_t n = images.begin; n < images.end; ++n)
-        transform_input_pixel_major(input + n * in_image, 0, tiles, width, (n - images.begin) * tiles, ic0, icn,
-                                    border, v);
-      zero_pixel_major_tail(count, width, icn, v);
-      clock.lap(&PhaseTimes::input_s);
-      multiply_pointwise(v, count, width, ic0, icn, channels, m);
-      clock.lap(&PhaseTimes::gemm_s);
-    });
-    for (int64_t n = images.begin; n < images.end; ++n)
-      transform_output_blocked(m + (n - images.begin) * tiles * 8, 0, tiles, width, channels, output + n * out_image);
-    clock.lap(&PhaseTimes::output_s);
   }
 
   // Calls f(pos, lanes) for groups of up to 8 consecutive tiles of [t0, t0 + count)
@@ -825,24 +813,40 @@ class WinogradConv final : public Prepared {
     }
   }
 
-  // One block of tiles for output channels [channels.begin, channels.end): the channel
-  // blocks' transforms and GEMMs into M, then the output transform.
-  // src: the padded NCHW copy, or in NCHW8 and NHWC in place the input image itself
+  // Images side by side in a block (images_per_block): `count` images from x and y on,
+  // `x_image` and `y_image` floats apart; one image (count 1) otherwise.
+  struct ImageRun {
+    const float* x;
+    int64_t x_image;
+    float* y;
+    int64_t y_image;
+    int64_t count;
+  };
+
+  // One block for output channels [channels.begin, channels.end): tiles [tiles.begin,
+  // tiles.end) of each image of `images` (several only on the pointwise kernels: image i's
+  // in V's and M's columns from i x the tiles on); the channel blocks' transforms and GEMMs
+  // into M, then the output transform.
+  // images.x: the padded NCHW copy, or in NCHW8 and NHWC in place the input image itself
   // (border: the thread's buffer for tiles that reach into the padding).
-  void run_block(const float* src, Range tiles, Range channels, float* v, float* m, float* border, float* y,
-                 bool blocked, PhaseTimes* sink) const {
-    const int64_t count = tiles.end - tiles.begin, width = round_up(count, nr_);
+  void run_block(const ImageRun& images, Range tiles, Range channels, const Buffers& buf, bool blocked,
+                 PhaseTimes* sink) const {
+    const int64_t per_image = tiles.end - tiles.begin, count = images.count * per_image,
+                  width = round_up(count, nr_);
+    float *v = buf.v, *m = buf.m;
     PhaseClock clock(sink);
     // NCHW8: channel blocks in whole 8-channel blocks.
     const int64_t icb = blocked ? round_up(blocking_.channels, 8) : blocking_.channels;
     for_each_balanced_block(s_.d.in_channels, icb, blocked ? 8 : 1, [&](int64_t ic0, int64_t icn) {
       if (pointwise_) {
-        transform_input_pixel_major(src, tiles.begin, count, width, 0, ic0, icn, border, v);
+        for (int64_t i = 0; i < images.count; ++i)
+          transform_input_pixel_major(images.x + i * images.x_image, tiles.begin, per_image, width, i * per_image,
+                                      ic0, icn, buf.border, v);
         zero_pixel_major_tail(count, width, icn, v);
       } else if (blocked) {
-        transform_input_blocked(src, tiles.begin, count, width, ic0, icn, border, v);
+        transform_input_blocked(images.x, tiles.begin, count, width, ic0, icn, buf.border, v);
       } else {
-        transform_input(src, tiles.begin, count, width, ic0, icn, v);
+        transform_input(images.x, tiles.begin, count, width, ic0, icn, v);
       }
       clock.lap(&PhaseTimes::input_s);
       if (pointwise_) {
@@ -854,10 +858,13 @@ class WinogradConv final : public Prepared {
       }
       clock.lap(&PhaseTimes::gemm_s);
     });
-    if (blocked) {
-      transform_output_blocked(m, tiles.begin, count, width, channels, y);
-    } else {
-      transform_output(m, tiles.begin, count, width, channels, y);
+    for (int64_t i = 0; i < images.count; ++i) {
+      float* y = images.y + i * images.y_image;
+      if (blocked) {
+        transform_output_blocked(m + i * per_image * 8, tiles.begin, per_image, width, channels, y);
+      } else {
+        transform_output(m, tiles.begin, count, width, channels, y);
+      }
     }
     clock.lap(&PhaseTimes::output_s);
   }

@@ -467,7 +467,7 @@ gk_pointwise_args PointwiseNchw8::block_args(const Panel& p, int64_t k0, Fetch f
   // The panels' rows of a block lie one after another (weights_offset), as do the blocks.
   args.w_next_offset = fetch.panel ? (weights_offset(*fetch.panel, k0) - weights_offset(p, k0)) * 4 + fetch.skip
                                     : rows * p.nr * 4;
-  args.w_next_first_tile = fetch.panel ? 0 : 1;
+  args.w_next_from_first_tile = fetch.panel ? 1 : 0;
   return args;
 }
 
@@ -663,13 +663,16 @@ void PointwiseNchw8::run_gathered(const float* x, float* y, int threads, const W
           a0 = rows_copy, a_row = nhwc_copied_row();
         }
         // Weights that fit: a group's first chunk reads them from memory or L3, its later
-        // chunks from L2, and those fetch the next group's, each a part of each panel.
-        const int64_t fetch_on = !blocked_k && c > 0 && panels.end < npanels ? panels.end - panels.begin : 0;
+        // chunks from L2, and those (after this thread's previous chunk of the group) fetch
+        // the next group's, each a part of each panel.
+        const bool fetch_next_group = !blocked_k && c > 0 && item > r.begin && g + 1 < ranges;
+        const Range next_group = fetch_next_group ? share(npanels, static_cast<int>(g + 1), static_cast<int>(ranges), 1, npanels)
+                                                  : Range{0, 0};
         for (int64_t pi = panels.begin; pi < panels.end; ++pi) {
           const Panel& p = panels_[static_cast<size_t>(pi)];
           Fetch fetch;
-          if (fetch_on && pi + fetch_on < npanels) {
-            fetch.panel = &panels_[static_cast<size_t>(pi + fetch_on)];
+          if (next_group.begin + (pi - panels.begin) < next_group.end) {
+            fetch.panel = &panels_[static_cast<size_t>(next_group.begin + (pi - panels.begin))];
             fetch.skip = k_rows_ * fetch.panel->nr * 4 * (c - 1) / (chunks - 1) / 64 * 64;
           }
           if (nhwc_) {
