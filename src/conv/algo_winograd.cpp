@@ -678,24 +678,15 @@ class WinogradConv final : public Prepared {
     PhaseTimes* sink = threads == 1 ? g_phase_sink : nullptr;
     if (images_per_block_ > 1) return run_image_groups(input, output, in_image, out_image, threads, ws, sink);
     const int64_t blocks = block_count(threads);
-    const ThreadGrid grid = choose_grid(threads, blocks, channel_units(blocked));
     for (int64_t n = 0; n < d.batch; ++n) {
       const float* x = input + n * in_image;
       float* y = output + n * out_image;
       PhaseClock clock(sink);
       if (!blocked) pad_image(x, padded, threads);
       clock.lap(&PhaseTimes::input_s);
-      parallel_region(threads, [&] {
-        const int tid = omp_get_thread_num();
-        const Range mine = share(blocks, tid / grid.wn, grid.wm, 1, blocks);
-        const Range channels = thread_channels(blocked, tid % grid.wn, grid.wn);
-        if (mine.begin < mine.end && channels.begin < channels.end) {
-          const Buffers buf = buffers(ws, tid);
-          for (int64_t b = mine.begin; b < mine.end; ++b) {
-            const ImageRun one{blocked ? x : padded, 0, y, 0, 1};
-            run_block(one, block_tiles(b, blocks), channels, buf, blocked, sink);
-          }
-        }
+      const ImageRun one{blocked ? x : padded, 0, y, 0, 1};
+      for_thread_blocks(threads, blocks, blocked, ws, [&](int64_t b, Range channels, const Buffers& buf) {
+        run_block(one, block_tiles(b, blocks), channels, buf, blocked, sink);
       });
     }
   }
@@ -784,20 +775,26 @@ class WinogradConv final : public Prepared {
   void run_image_groups(const float* input, float* output, int64_t in_image, int64_t out_image, int threads,
                         const Workspace& ws, PhaseTimes* sink) const {
     const int64_t batch = s_.d.batch, blocks = ceil_div(batch, images_per_block_);
-    const ThreadGrid grid = choose_grid(threads, blocks, channel_units(true));
+    for_thread_blocks(threads, blocks, true, ws, [&](int64_t b, Range channels, const Buffers& buf) {
+      const Range images = share(batch, int(b), int(blocks), 1, batch);
+      const ImageRun run{input + images.begin * in_image, in_image, output + images.begin * out_image, out_image,
+                         images.end - images.begin};
+      run_block(run, Range{0, th_ * tw_}, channels, buf, true, sink);
+    });
+  }
+
+  // Shares `blocks` blocks and the output channels between the threads (choose_grid) and
+  // calls f(block, channels, buffers) for each of a thread's blocks.
+  template <typename F>
+  void for_thread_blocks(int threads, int64_t blocks, bool blocked, const Workspace& ws, F&& f) const {
+    const ThreadGrid grid = choose_grid(threads, blocks, channel_units(blocked));
     parallel_region(threads, [&] {
       const int tid = omp_get_thread_num();
       const Range mine = share(blocks, tid / grid.wn, grid.wm, 1, blocks);
-      const Range channels = thread_channels(true, tid % grid.wn, grid.wn);
-      if (mine.begin < mine.end && channels.begin < channels.end) {
-        const Buffers buf = buffers(ws, tid);
-        for (int64_t b = mine.begin; b < mine.end; ++b) {
-          const Range images = share(batch, int(b), int(blocks), 1, batch);
-          const ImageRun run{input + images.begin * in_image, in_image, output + images.begin * out_image, out_image,
-                             images.end - images.begin};
-          run_block(run, Range{0, th_ * tw_}, channels, buf, true, sink);
-        }
-      }
+      const Range channels = thread_channels(blocked, tid % grid.wn, grid.wn);
+      if (mine.begin >= mine.end || channels.begin >= channels.end) return;
+      const Buffers buf = buffers(ws, tid);
+      for (int64_t b = mine.begin; b < mine.end; ++b) f(b, channels, buf);
     });
   }
 
