@@ -71,7 +71,8 @@ struct gk_pointwise_args {
   // where KernelInfo::Pointwise::skips_last_block.
   int64_t skip_last_block = 0;
   // Bytes from the weights to rows that the call's tiles fetch into L2 (the 12x32 AVX-512
-  // kernel; full_blocks x 8 rows of NR floats, at a fraction of the rate rows are read):
+  // kernel and AVX2's whole-tile kernels; full_blocks x 8 rows of NR floats, at a fraction
+  // of the rate rows are read):
   // the next panel's, so a driver running several tiles of a panel brings the next one's
   // weights while it computes from these. From the second tile on, or with
   // w_next_from_first_tile from the first. 0: none; the tiles fetch the rows just ahead of

@@ -534,13 +534,17 @@ const KernelConfig& gemm_config(const Shape& s) {
 // Whether a channel-vector layer's (NCHW8, NHWC in place) GEMMs run on the pointwise
 // kernels (KernelInfo::pointwise of gk::pointwise_kernel()): tiles as pixels, V an NCHW8
 // image of tiles, U[xi] rows of output channels, M stored channel-blocked by the kernels
-// themselves. Measured on an Intel Xeon (model 207), F(4x4), 1 thread: with AVX-512 active
-// the 16-channel kernels replace AVX2 4x24 GEMMs.
+// themselves. x86-64 only (AVX2 or AVX-512 pointwise kernels); GEMMKIT_WINOGRAD_POINTWISE=0
+// or 1 overrides. Measured, 1 thread, F(4x4) NCHW8, 4x24 GEMMs -> pointwise, ms: Intel
+// Xeon (model 207) with AVX-512, 64 ch 56x56 1.41 -> 0.85; Zen 3 (AVX2 6x16), 64 ch 56x56
+// 1.24-1.27 -> 0.95-1.01, 128 ch 28x28 1.06-1.09 -> 0.77-0.92, 256 ch 14x14 1.02-1.06 ->
+// 0.89-0.95, 512 ch 7x7 3.5 -> 1.9 (F(6x6) 64 ch 1.39-1.51 -> 0.88-0.91); only 512 ch
+// 14x14 lost there (4.2 -> 4.5).
 bool pointwise_gemms(const Shape& s) {
   if (!channel_vectors(s) || !pointwise_kernel().pointwise[0].fn) return false;
   const int64_t forced = env_int("GEMMKIT_WINOGRAD_POINTWISE", -1);
   if (forced >= 0) return forced != 0;
-  return pointwise_kernel().simd == SimdLevel::Avx512;
+  return pointwise_kernel().simd != SimdLevel::Baseline;
 }
 
 // The GEMMs' output channels per kernel tile: the pointwise kernels' 8, else the kernel's MR.
@@ -912,9 +916,9 @@ class WinogradConv final : public Prepared {
   // plane to the next: at batch 8, whose images do not stay in L2 from one run to the
   // next, 64 channels at 56x56 (F(4x4), Zen 5, 1 thread) ran 1.16-1.30x its batch-1 time
   // per image, 1.11-1.12 with these; 128 at 28x28 1.07-1.18x, 1.05-1.06. NHWC's next
-  // block lies in the same lines. Only ahead of the pointwise kernels' GEMMs: with AVX2's,
-  // where the GEMMs take twice as long, the prefetches cost 2% at batch 1 and gained 1% at
-  // batch 8.
+  // block lies in the same lines. Only ahead of the pointwise kernels' GEMMs: ahead of the
+  // AVX2 4x24 GEMMs, which take twice as long, the prefetches cost 2% at batch 1 and gained
+  // 1% at batch 8.
   void prefetch_block_rows(const float* x, int64_t block, int64_t t0, int64_t count, int64_t from, int64_t to) const {
     if (nhwc()) return;
     const gk_conv_desc& d = s_.d;
@@ -1006,6 +1010,7 @@ class WinogradConv final : public Prepared {
       for (const PointwisePanel& q : panels_) {
         if (q.j < channels.begin || q.j >= channels.end) continue;
         args.w = u_pointwise_.data() + xi * ic * ocp + q.j * ic + ic0 * q.kernel->nr;
+        args.w_next_offset = fetch_next_panel_ ? ic * q.kernel->nr * 4 : 0;
         args.y = m + xi * xi_m + (q.j - channels.begin) * width;
         // Whole tiles, then the tiles past the last whole one: in 4-pixel calls where the
         // kernel has them (V is zero up to `width`, a multiple of 4), except a single one;
@@ -1145,6 +1150,10 @@ class WinogradConv final : public Prepared {
   Shape s_;
   KernelConfig cfg_;
   bool pointwise_;  // channel-vector GEMMs on the pointwise kernels (pointwise_gemms)
+  // The pointwise kernels' tiles fetch the next panel's U rows (gk_pointwise_args::
+  // w_next_offset: U's panels lie one after another, the next xi's after the last) with
+  // AVX2; AVX-512's 12x32 fetches the rows ahead of those it reads instead.
+  bool fetch_next_panel_ = pointwise_kernel().simd == SimdLevel::Avx2;
   int64_t mr_, nr_;
   std::vector<PointwisePanel> panels_;  // pointwise_: the output channels' panels
   weights_vector<float> u_pointwise_;   // pointwise_: U[xi] per panel (pack_pointwise)
@@ -1157,12 +1166,13 @@ class WinogradConv final : public Prepared {
 };
 
 // An NCHW plan of 8 or more input channels whose NCHW8 form runs its GEMMs on the pointwise
-// kernels (AVX-512) runs that form on blocked copies of the input and output: transforms
-// vectorized over channels and the pointwise GEMMs beat the phase-split NCHW path by far
-// more than the copies cost. Zen 5, one thread, ms, NCHW before / after: F(4x4) 64 ch
+// kernels runs that form on blocked copies of the input and output: transforms vectorized
+// over channels and the pointwise GEMMs beat the phase-split NCHW path by far more than
+// the copies cost. One thread, ms, NCHW before / after: Zen 5 (AVX-512), F(4x4) 64 ch
 // 56x56 0.95 / 0.77, 128 ch 28x28 0.83 / 0.50, 256 ch 14x14 1.34 / 0.59, 512 ch 7x7
-// 5.3 / 1.6; F(6x6) 56x56 1.28 / 0.69. With AVX2's GEMMs it did not pay (64 ch 56x56
-// 1.14 / 1.21).
+// 5.3 / 1.6, F(6x6) 56x56 1.28 / 0.69; Zen 3 (AVX2), F(4x4) 64 ch 1.37-1.88 / 1.06-1.08,
+// 128 ch 1.64-1.68 / 0.84-1.06, 256 ch 1.28-1.32 / 0.93-1.00. (Through AVX2's 4x24 GEMMs
+// it did not pay: 64 ch 56x56 1.14 / 1.21.)
 bool nchw_through_blocked(const Shape& s, Shape* s8) {
   return s.d.in_channels >= 8 && nchw_as_nchw8(s, s8) && pointwise_gemms(*s8);
 }
