@@ -309,7 +309,7 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
             if (!check_pointwise(ker.name, pw, c)) return;
             ++tested;
           }
-      // Weights fetched ahead: results unchanged, in calls of 1 and 3 tiles.
+      // Weights fetched ahead: results unchanged, in calls of 1 and 5 tiles.
       for (int fetch : {1, 2})
         for (int64_t channels : {9, 67})
           for (int64_t tiles : {1, 5})

@@ -120,26 +120,31 @@ TEST(Winograd, ForcedTileAndChannelBlocks) {
 
 // Every left and top padding up to 3 on rows wide enough for the vectorized phase split,
 // and asymmetric right and bottom padding; and paddings wider than a tile's window (whole
-// tiles of zeros). NCHW (3 channels: the padded phase copy; 12: the same, or with
-// AVX-512 the NCHW8 form on copies) and NCHW8 (tiles read in place, border tiles from
-// their window's copy; 12 channels: a partial second block), with every kernel: AVX-512's
-// pointwise GEMMs, AVX2's blocked ones.
+// tiles of zeros). NCHW (3 channels: the padded phase copy; 12: the same, or on x86-64
+// the NCHW8 form on copies) and NCHW8 (tiles read in place, border tiles from their
+// window's copy; 12 channels: a partial second block), with every kernel: on x86-64 the
+// pointwise GEMMs, and the blocked GEMMs forced (GEMMKIT_WINOGRAD_POINTWISE=0, what the
+// other targets run).
 TEST(Winograd, PaddingsOnWideRows) {
   int i = 0;
   gktest::for_each_kernel([&](const gk::KernelInfo& k) {
-    for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8})
-      for (int64_t ic : {3, 12}) {
-        if (layout == GK_LAYOUT_NCHW8 && ic == 3) continue;
-        for (const Variant& v : kVariants)
-          for (int64_t pad : {0, 1, 2, 3, 9}) {
-            gk_conv_desc d = desc3x3(1, ic, 11, 83, 4, pad);
-            d.pad_right = pad == 9 ? 1 : 3 - pad, d.pad_bottom = (pad + 1) % 4;
-            d.layout = layout;
-            SCOPED_TRACE(std::string(k.name) + " F" + std::to_string(v.m) + " ic " + std::to_string(ic) + " pad " +
-                         std::to_string(pad) + " layout " + std::to_string(layout));
-            gktest::check_conv(gktest::make_conv_case(d, true, uint32_t(40 + i++)), v.algo, 0, v.bound);
-          }
-      }
+    for (bool blocked_gemms : {false, true})
+      for (gk_layout layout : {GK_LAYOUT_NCHW, GK_LAYOUT_NCHW8})
+        for (int64_t ic : {3, 12}) {
+          if ((layout == GK_LAYOUT_NCHW8 || blocked_gemms) && ic == 3) continue;
+          std::unique_ptr<ScopedEnv> form;
+          if (blocked_gemms) form = std::make_unique<ScopedEnv>("GEMMKIT_WINOGRAD_POINTWISE", "0");
+          for (const Variant& v : kVariants)
+            for (int64_t pad : {0, 1, 2, 3, 9}) {
+              gk_conv_desc d = desc3x3(1, ic, 11, 83, 4, pad);
+              d.pad_right = pad == 9 ? 1 : 3 - pad, d.pad_bottom = (pad + 1) % 4;
+              d.layout = layout;
+              SCOPED_TRACE(std::string(k.name) + " F" + std::to_string(v.m) + " ic " + std::to_string(ic) + " pad " +
+                           std::to_string(pad) + " layout " + std::to_string(layout) +
+                           (blocked_gemms ? " blocked GEMMs" : ""));
+              gktest::check_conv(gktest::make_conv_case(d, true, uint32_t(40 + i++)), v.algo, 0, v.bound);
+            }
+        }
   });
 }
 
@@ -179,8 +184,8 @@ TEST(Winograd, ThreadsSplitOutputChannels) {
 
 // NHWC of whole 8-channel blocks in and out runs in place, the transforms reading and
 // writing the pixels (C floats apart) as NCHW8's read blocks: its workspace is no larger
-// than the NCHW8 plan's (no layout copies). Every kernel of the CPU (AVX-512's pointwise
-// GEMMs, AVX2's blocked ones), each variant; channels 8 to 64 in and out, every left and
+// than the NCHW8 plan's (no layout copies). Every kernel of the CPU (on x86-64 the
+// pointwise GEMMs, in every fourth case the blocked ones forced), each variant; channels 8 to 64 in and out, every left and
 // top padding up to 3 and asymmetric ones (border tiles from their window's copy), sizes
 // smaller than a tile, batch 1..3, 1 and 2 threads; forced one-panel tile blocks and
 // 16-channel blocks (several blocks accumulating into M).
@@ -201,15 +206,18 @@ TEST(Winograd, NhwcInPlace) {
         gk_conv_desc d = desc3x3(t.batch, t.ic, t.h, t.w, t.oc, t.pad);
         d.pad_right = (t.pad + 2) % 4, d.pad_bottom = t.pad == 3 ? 0 : t.pad;
         d.layout = GK_LAYOUT_NHWC, d.activation = gk_activation(i % 3);
-        std::unique_ptr<ScopedEnv> tiles, channels;
+        std::unique_ptr<ScopedEnv> tiles, channels, form;
+        if (i % 4 == 1) form = std::make_unique<ScopedEnv>("GEMMKIT_WINOGRAD_POINTWISE", "0");
         if (i % 4 == 3)
           tiles = std::make_unique<ScopedEnv>("GEMMKIT_WINOGRAD_TILES", "1"),
           channels = std::make_unique<ScopedEnv>("GEMMKIT_WINOGRAD_IC_BLOCK", "16");
         gk_set_num_threads(1 + i % 2);
-        SCOPED_TRACE(std::string(k.name) + " F" + std::to_string(v.m) + " " + gktest::describe(d));
+        SCOPED_TRACE(std::string(k.name) + " F" + std::to_string(v.m) + " " + gktest::describe(d) +
+                     (form ? " blocked GEMMs" : ""));
         const gktest::ConvCase c = gktest::make_conv_case(d, i % 2 == 0, uint32_t(300 + i));
-        // In place where the kernel keeps a tile's rows in one block (every kernel but one
-        // of MR 6): the algorithm says so and its plan runs NHWC natively.
+        // In place where the GEMM kernel keeps a tile's rows in one block (the pointwise
+        // kernels, blocked ones of MR 1, 2, 4 or 8): the algorithm says so and its plan
+        // runs NHWC natively.
         gk::conv::Shape shape;
         ASSERT_TRUE(gk::conv::validate(d, &shape)) << gk_last_error();
         const gk::conv::Algorithm* algo = gk::conv::winograd_algorithm(v.m);

@@ -75,8 +75,9 @@ struct gk_pointwise_args {
   // of the rate rows are read):
   // the next panel's, so a driver running several tiles of a panel brings the next one's
   // weights while it computes from these. From the second tile on, or with
-  // w_next_from_first_tile from the first. 0: none; the tiles fetch the rows just ahead of
-  // those they read. Prefetches never fault: they may point past the end.
+  // w_next_from_first_tile from the first. 0: none (the 12x32 then fetches the rows just
+  // ahead of those it reads; the others nothing). Prefetches never fault: they may point
+  // past the end.
   int64_t w_next_offset = 0;
   int64_t w_next_from_first_tile = 0;
 };

@@ -1152,7 +1152,8 @@ class WinogradConv final : public Prepared {
   bool pointwise_;  // channel-vector GEMMs on the pointwise kernels (pointwise_gemms)
   // The pointwise kernels' tiles fetch the next panel's U rows (gk_pointwise_args::
   // w_next_offset: U's panels lie one after another, the next xi's after the last) with
-  // AVX2; AVX-512's 12x32 fetches the rows ahead of those it reads instead.
+  // AVX2; with AVX-512 the 12x32 fetches the rows ahead of those it reads instead (as
+  // measured there), the 16-column kernels nothing.
   bool fetch_next_panel_ = pointwise_kernel().simd == SimdLevel::Avx2;
   int64_t mr_, nr_;
   std::vector<PointwisePanel> panels_;  // pointwise_: the output channels' panels

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 
 #include "common/runtime.h"
 #include "common/simd.h"
@@ -708,17 +709,17 @@ bool PointwiseNchw8::nhwc_splits_pixels() const { return nhwc_ && s_.d.out_chann
 // chunks, one per thread and up to 4 while they keep 48 pixels, since threads computing
 // different channels of the same pixels write the same cache lines (24 -> 58 channels at
 // 28x28, channels split on two threads, ran 0.069 ms against 0.031 on one). Multiples of
-// 4 pixels where every kernel has 4-pixel calls, not of every MR: a 7x7 image splits
-// 28:21, not 36:13, and the partial tiles run as rest_calls says. Without them (AVX2) of
-// 12, as chunk_pixels_: a chunk's last pixels would go to the one-pixel kernel, which sums
-// a pixel's channels in another order, so the results would change with the thread count.
+// 4 pixels for a kernel with 4-pixel calls, not of its MR: a 7x7 image splits 28:21, not
+// 36:13, and the partial tiles run as rest_calls says. A kernel without them (AVX2's)
+// needs its MR: a chunk's last pixels would go to the one-pixel kernel, which sums a
+// pixel's channels in another order, so the results would change with the thread count.
 int64_t PointwiseNchw8::nhwc_chunk_pixels(int threads) const {
   const int64_t pixels = s_.pixels();
   if (!nhwc_splits_pixels() || threads == 1 || ceil_div(pixels, chunk_pixels_) >= 4 * threads) return chunk_pixels_;
-  bool four_rows = true;
-  for (const Panel& p : panels_) four_rows = four_rows && p.four_rows;
+  int64_t unit = 1;
+  for (const Panel& p : panels_) unit = std::lcm<int64_t>(unit, p.four_rows ? 4 : p.mr);
   const int64_t chunks = threads * std::clamp<int64_t>(pixels / (48 * threads), 1, 4);
-  return std::min(chunk_pixels_, round_up(ceil_div(pixels, chunks), four_rows ? 4 : 12));
+  return std::min(chunk_pixels_, round_up(ceil_div(pixels, chunks), unit));
 }
 
 // Output pixels [p0, p1) of the last channel block: its lanes past the last channel zeroed.
