@@ -3,6 +3,8 @@
 // prefilled by NaN, B packed (rs_b == NR) and in place (rs_b > NR, unaligned).
 #include <cstdlib>
 
+#include <cpuinfo.h>
+
 #include "common/runtime.h"
 #include "gemm_test_util.h"
 
@@ -334,3 +336,38 @@ TEST(MicroKernel, PointwiseNchw8AllChannelEdges) {
   }
 #endif
 }
+
+#if defined(__x86_64__)
+extern "C" unsigned char gk_weights_ahead_nta;
+
+// The 12x32's rows fetched ahead (w_next_offset 0) under either hint: prefetcht2, and
+// the non-temporal form set on AMD (and Hygon), whichever this CPU does not take.
+TEST(MicroKernel, PointwiseWeightsAheadEitherHint) {
+  const cpuinfo_vendor vendor = cpuinfo_initialize() ? cpuinfo_get_core(0)->vendor : cpuinfo_vendor_unknown;
+  EXPECT_EQ(gk_weights_ahead_nta != 0, vendor == cpuinfo_vendor_amd || vendor == cpuinfo_vendor_hygon);
+  int tested = 0;
+  const unsigned char detected = gk_weights_ahead_nta;
+  gktest::for_each_kernel([&](const gk::KernelInfo& ker) {
+    for (const gk::KernelInfo::Pointwise& pw : ker.pointwise) {
+      if (!pw.fn || pw.mr != 12 || pw.nr != 32) continue;
+      for (unsigned char nta : {0, 1}) {
+        gk_weights_ahead_nta = nta;
+        for (int64_t channels : {9, 67, 600})
+          for (int64_t tiles : {1, 5})
+            for (int mode = 0; mode < 4; ++mode) {
+              PointwiseCase c{channels, tiles, false, (mode & 1) != 0, true, 1, 1};
+              c.nhwc_out = (mode & 2) != 0;
+              const bool ok = check_pointwise(ker.name, pw, c);
+              EXPECT_TRUE(ok) << "nta " << int(nta);
+              if (!ok) break;
+              ++tested;
+            }
+      }
+    }
+  });
+  gk_weights_ahead_nta = detected;
+  if (gk::cpu().x86_avx512f && gk::cpu().x86_avx512vl) {
+    EXPECT_GT(tested, 0);
+  }
+}
+#endif

@@ -16,6 +16,8 @@
 // 4x24 reaches 94-98% of the FMA peak in L1 against 86-89% for 6x16, because it needs one
 // broadcast per 3 FMAs instead of one per 2 (src/arch/x86_64/sgemm_avx2.inc). Default blocking is used when cpuinfo reports no
 // cache sizes; otherwise src/gemm/config.cpp derives it from the caches.
+#include <cpuid.h>
+
 #include "arch/ukernel.h"
 #include "common/runtime.h"
 
@@ -38,8 +40,27 @@ extern "C" void gk_pointwise_1x16_avx512(const gk_pointwise_args*);
 extern "C" void gk_pointwise_4x32_avx512(const gk_pointwise_args*);
 extern "C" void gk_pointwise_4x16_avx512(const gk_pointwise_args*);
 
+// Read by the 12x32 AVX-512 pointwise kernel (pointwise_avx512.inc): non-zero, it fetches
+// the weight rows ahead as non-temporal (AMD; elsewhere into L2). Set once, as the library
+// loads, before any kernel runs.
+extern "C" {
+__attribute__((visibility("hidden"))) unsigned char gk_weights_ahead_nta = 0;
+}
+
 namespace gk {
 namespace {
+// AMD's (and Hygon's Zen) non-temporal prefetch keeps streamed weights out of L3; measured
+// on Zen 5 only (docs/design.md, "Pointwise kernels"): Intel's keeps the prefetcht2 it was
+// measured with.
+bool amd_vendor() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  const bool amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;    // "AuthenticAMD"
+  const bool hygon = b == 0x6f677948 && d == 0x6e65476e && c == 0x656e6975;  // "HygonGenuine"
+  return amd || hygon;
+}
+const bool g_weights_ahead_set = (gk_weights_ahead_nta = amd_vendor() ? 1 : 0, true);
+
 // VL too: the entry's tiny blocks run 8-float vectors with masks (every AVX-512 CPU but
 // the Xeon Phi has it).
 bool has_avx512() { return cpu().x86_avx512f && cpu().x86_avx512vl; }
