@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <optional>
 
 #include "common/runtime.h"
 #if defined(__x86_64__)
@@ -452,7 +453,8 @@ TEST(Sgemm, FiveToEightColumnsInOneDotPass) {
           const Case c{m, n, k, true, false, pick % 2 == 1, 1.5f, pick % 3 == 0 ? 0.0f : 0.5f, pick % 4};
           ++pick;
           for (bool micro : {false, true}) {
-            gk::set_micro_path(micro);
+            std::optional<gktest::WithoutMicroPath> off;  // restored on every exit
+            if (!micro) off.emplace();
             ASSERT_TRUE(run_case(c));
             const gk::GemmPath path = gk::last_gemm_path();
             const std::string ran = describe(c) + " ran " + gk::path_name(path) + (micro ? "" : " (micro path off)");
@@ -463,7 +465,6 @@ TEST(Sgemm, FiveToEightColumnsInOneDotPass) {
             else
               EXPECT_NE(path, gk::GemmPath::GemvColumns) << ran;
           }
-          gk::set_micro_path(true);
         }
     }
     gk_set_num_threads(0);

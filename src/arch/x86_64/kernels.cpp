@@ -41,8 +41,8 @@ extern "C" void gk_pointwise_4x32_avx512(const gk_pointwise_args*);
 extern "C" void gk_pointwise_4x16_avx512(const gk_pointwise_args*);
 
 // Read by the 12x32 AVX-512 pointwise kernel (pointwise_avx512.inc): non-zero, it fetches
-// the weight rows ahead as non-temporal (AMD; elsewhere into L2). Set once, as the library
-// loads, before any kernel runs.
+// the weight rows ahead as non-temporal (AMD; elsewhere into L2). 0 (prefetcht2) until the
+// initializer below runs as the library loads; either value gives the same results.
 extern "C" {
 __attribute__((visibility("hidden"))) unsigned char gk_weights_ahead_nta = 0;
 }
@@ -50,8 +50,8 @@ __attribute__((visibility("hidden"))) unsigned char gk_weights_ahead_nta = 0;
 namespace gk {
 namespace {
 // AMD's (and Hygon's Zen) non-temporal prefetch keeps streamed weights out of L3; measured
-// on Zen 5 only (docs/design.md, "Pointwise kernels"): Intel's keeps the prefetcht2 it was
-// measured with.
+// on Zen 5 only, one core (docs/design.md, "Pointwise kernels"). Intel stays on
+// prefetcht2, measured there; its non-temporal fetch skips L2.
 bool amd_vendor() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
